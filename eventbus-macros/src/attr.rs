@@ -1,0 +1,169 @@
+//! Parsing the macros' options: `#[subscriber(key = value, ...)]` and `#[topic(name = "...")]`.
+//! Values are kept as written, with their spans; `valid` judges them.
+
+use proc_macro2::TokenStream;
+use syn::meta::ParseNestedMeta;
+use syn::parse::Parser;
+use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
+
+use crate::errors::Errors;
+
+pub(crate) const SUBSCRIBER_OPTIONS: &str = "capacity, overflow, retries, backoff, name";
+
+/// `#[subscriber(...)]` as written.
+#[derive(Default)]
+pub(crate) struct SubscriberArgs {
+    pub(crate) capacity: Option<LitInt>,
+    pub(crate) overflow: Option<Path>,
+    pub(crate) retries: Option<LitInt>,
+    pub(crate) backoff: Option<LitStr>,
+    pub(crate) name: Option<LitStr>,
+}
+
+pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> SubscriberArgs {
+    let mut parsed = SubscriberArgs::default();
+    let parser = syn::meta::parser(|meta| {
+        let Some(key) = meta.path.get_ident().map(ToString::to_string) else {
+            skip_value(&meta)?;
+            errors.spanned(&meta.path, unknown_option(&meta.path));
+            return Ok(());
+        };
+        let Some(value) = skip_value(&meta)? else {
+            errors.spanned(
+                &meta.path,
+                format_args!("`{key}` needs a value, e.g. `{}`", example(&key)),
+            );
+            return Ok(());
+        };
+        match key.as_str() {
+            "capacity" => set(&mut parsed.capacity, int(&key, value, errors), &meta, errors),
+            "retries" => set(&mut parsed.retries, int(&key, value, errors), &meta, errors),
+            "backoff" => set(&mut parsed.backoff, string(&key, value, errors), &meta, errors),
+            "name" => set(&mut parsed.name, string(&key, value, errors), &meta, errors),
+            "overflow" => {
+                let path = match value {
+                    Expr::Path(path) if path.qself.is_none() => Some(path.path),
+                    other => {
+                        errors.spanned(
+                            other,
+                            "expected an overflow policy: Block, DropOldest or DropNewest",
+                        );
+                        None
+                    }
+                };
+                set(&mut parsed.overflow, path, &meta, errors);
+            }
+            _ => errors.spanned(&meta.path, unknown_option(&meta.path)),
+        }
+        Ok(())
+    });
+    if let Err(error) = parser.parse2(args) {
+        errors.push(error);
+    }
+    parsed
+}
+
+/// `#[topic(...)]` as written.
+#[derive(Default)]
+pub(crate) struct TopicArgs {
+    pub(crate) name: Option<LitStr>,
+}
+
+pub(crate) fn topic_args(attrs: &[Attribute], errors: &mut Errors) -> TopicArgs {
+    let mut parsed = TopicArgs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("topic")) {
+        if !matches!(attr.meta, syn::Meta::List(_)) {
+            errors.spanned(attr, "expected `#[topic(name = \"...\")]`");
+            continue;
+        }
+        let result = attr.parse_nested_meta(|meta| {
+            let value = skip_value(&meta)?;
+            if !meta.path.is_ident("name") || value.is_none() {
+                errors.spanned(
+                    &meta.path,
+                    format_args!(
+                        "unknown topic option `{}`; the only option is `name = \"...\"`",
+                        path_text(&meta.path)
+                    ),
+                );
+                return Ok(());
+            }
+            let name = value.and_then(|v| string("name", v, errors));
+            set(&mut parsed.name, name, &meta, errors);
+            Ok(())
+        });
+        if let Err(error) = result {
+            errors.push(error);
+        }
+    }
+    parsed
+}
+
+/// Takes `= value` if there is one, so parsing goes on after a bad key.
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<Expr>> {
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse().map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, value: Option<T>, meta: &ParseNestedMeta<'_>, errors: &mut Errors) {
+    let Some(value) = value else { return };
+    if slot.is_some() {
+        errors.spanned(
+            &meta.path,
+            format_args!("duplicate option `{}`", path_text(&meta.path)),
+        );
+    } else {
+        *slot = Some(value);
+    }
+}
+
+fn int(key: &str, value: Expr, errors: &mut Errors) -> Option<LitInt> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => Some(int),
+        other => {
+            let message = format!("`{key}` takes a whole number, e.g. `{}`", example(key));
+            errors.spanned(other, message);
+            None
+        }
+    }
+}
+
+fn string(key: &str, value: Expr, errors: &mut Errors) -> Option<LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(string),
+            ..
+        }) => Some(string),
+        other => {
+            let message = format!("`{key}` takes a string, e.g. `{}`", example(key));
+            errors.spanned(other, message);
+            None
+        }
+    }
+}
+
+fn example(key: &str) -> &'static str {
+    match key {
+        "capacity" => "capacity = 100",
+        "retries" => "retries = 3",
+        "backoff" => "backoff = \"10ms\"",
+        "overflow" => "overflow = DropOldest",
+        _ => "name = \"billing\"",
+    }
+}
+
+fn unknown_option(path: &Path) -> String {
+    format!(
+        "unknown subscriber option `{}`; expected one of: {SUBSCRIBER_OPTIONS}",
+        path_text(path)
+    )
+}
+
+pub(crate) fn path_text(path: &Path) -> String {
+    quote::quote!(#path).to_string().replace(' ', "")
+}

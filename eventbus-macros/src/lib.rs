@@ -1,0 +1,25 @@
+//! The `#[derive(Topic)]` and `#[subscriber]` macros of the `eventbus` crate.
+//!
+//! This crate is an implementation detail: depend on `eventbus`, which re-exports both.
+//! Each macro goes parse (`attr`, `ast`) → validate (`valid`) → expand (`expand`), reporting
+//! every problem it finds at once, at its span.
+
+mod ast;
+mod attr;
+mod errors;
+mod expand;
+mod valid;
+
+use proc_macro::TokenStream;
+
+/// Makes a type a topic. See `eventbus::Topic`.
+#[proc_macro_derive(Topic, attributes(topic))]
+pub fn derive_topic(input: TokenStream) -> TokenStream {
+    expand::topic(input.into()).into()
+}
+
+/// Registers a function as a subscriber, started by `Bus::new()`. See `eventbus`'s crate docs.
+#[proc_macro_attribute]
+pub fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
+    expand::subscriber(args.into(), input.into()).into()
+}

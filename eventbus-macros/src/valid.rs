@@ -1,0 +1,211 @@
+//! The rules: which option values and which handler signatures are allowed, and what to say
+//! about the rest.
+
+use syn::{FnArg, ItemFn, LitStr, Type};
+
+use crate::ast::Handler;
+use crate::attr::{path_text, SubscriberArgs};
+use crate::errors::Errors;
+
+/// The same bound as the runtime's `MAX_CAPACITY`.
+const MAX_CAPACITY: usize = 1 << 24;
+const DEFAULT_CAPACITY: usize = 1024;
+const DEFAULT_BACKOFF_NANOS: u64 = 10_000_000;
+
+/// A subscriber's settings, checked, with defaults filled in.
+pub(crate) struct Settings {
+    pub(crate) capacity: usize,
+    pub(crate) overflow: syn::Ident,
+    pub(crate) retries: u32,
+    pub(crate) backoff_nanos: u64,
+    pub(crate) name: Option<LitStr>,
+}
+
+pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
+    let capacity = match &args.capacity {
+        None => DEFAULT_CAPACITY,
+        Some(lit) => match lit.base10_parse::<usize>() {
+            Ok(0) => {
+                errors.spanned(
+                    lit,
+                    "`capacity` may not be 0: a mailbox holds at least one message",
+                );
+                DEFAULT_CAPACITY
+            }
+            Ok(n) if n > MAX_CAPACITY => {
+                errors.spanned(
+                    lit,
+                    format_args!("`capacity` may be at most {MAX_CAPACITY} (16 bytes a slot)"),
+                );
+                DEFAULT_CAPACITY
+            }
+            Ok(n) => n,
+            Err(_) => {
+                errors.spanned(lit, "`capacity` takes a whole number from 1 to 16777216");
+                DEFAULT_CAPACITY
+            }
+        },
+    };
+    let retries = match &args.retries {
+        None => 0,
+        Some(lit) => lit.base10_parse::<u32>().unwrap_or_else(|_| {
+            errors.spanned(lit, "`retries` takes a whole number from 0 to 4294967295");
+            0
+        }),
+    };
+    let overflow = match &args.overflow {
+        None => syn::Ident::new("Block", proc_macro2::Span::call_site()),
+        Some(path) => {
+            let policy = path.segments.last().map(|s| s.ident.clone());
+            match policy {
+                Some(ident) if ["Block", "DropOldest", "DropNewest"].contains(&&*ident.to_string()) => ident,
+                _ => {
+                    errors.spanned(
+                        path,
+                        format_args!(
+                            "unknown overflow policy `{}`; expected one of: Block, DropOldest, DropNewest",
+                            path_text(path)
+                        ),
+                    );
+                    syn::Ident::new("Block", path_span(path))
+                }
+            }
+        }
+    };
+    let backoff_nanos = match &args.backoff {
+        None => DEFAULT_BACKOFF_NANOS,
+        Some(lit) => parse_duration(&lit.value()).unwrap_or_else(|problem| {
+            errors.spanned(
+                lit,
+                format_args!(
+                    "malformed backoff {:?}: {problem}; expected a whole number and a unit, \
+                     e.g. \"10ms\" (units: ns, us, ms, s, m)",
+                    lit.value()
+                ),
+            );
+            DEFAULT_BACKOFF_NANOS
+        }),
+    };
+    if let Some(name) = &args.name {
+        if name.value().trim().is_empty() {
+            errors.spanned(name, "`name` may not be empty");
+        }
+    }
+    Settings {
+        capacity,
+        overflow,
+        retries,
+        backoff_nanos,
+        name: args.name,
+    }
+}
+
+fn path_span(path: &syn::Path) -> proc_macro2::Span {
+    path.segments
+        .last()
+        .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span())
+}
+
+/// `"10ms"` as nanoseconds.
+pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    if digits == 0 {
+        return Err("it does not start with a number");
+    }
+    let number: u64 = text[..digits].parse().map_err(|_| "the number is too large")?;
+    let scale: u64 = match text[digits..].trim_start() {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "" => return Err("it has no unit"),
+        _ => return Err("the unit is not one of ns, us, ms, s, m"),
+    };
+    number.checked_mul(scale).ok_or("it is too long")
+}
+
+/// Checks the function's signature and gives its typed view when a subscriber may have it.
+pub(crate) fn handler<'a>(function: &'a ItemFn, errors: &mut Errors) -> Option<Handler<'a>> {
+    let sig = &function.sig;
+    let mut ok = true;
+    if let Some(token) = &sig.asyncness {
+        errors.spanned(
+            token,
+            "a subscriber cannot be `async`: its worker runs it on a thread of its own; \
+             remove `async`",
+        );
+        ok = false;
+    }
+    if let Some(token) = &sig.unsafety {
+        errors.spanned(token, "a subscriber cannot be `unsafe`");
+        ok = false;
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.spanned(
+            &sig.generics,
+            "a subscriber cannot be generic: it subscribes to one topic type, named in its \
+             first parameter",
+        );
+        ok = false;
+    }
+    let parameters: Vec<&FnArg> = sig.inputs.iter().collect();
+    let message = match parameters.first() {
+        None => {
+            errors.at(
+                sig.paren_token.span.join(),
+                "a subscriber takes the message as its first parameter: `&T` or `&Message<T>` \
+                 where `T: Topic`",
+            );
+            None
+        }
+        Some(FnArg::Receiver(receiver)) => {
+            errors.spanned(
+                receiver,
+                "a subscriber is a free function: `self` is not allowed; take the message \
+                 (`&T` or `&Message<T>`) instead",
+            );
+            None
+        }
+        Some(FnArg::Typed(param)) => match &*param.ty {
+            Type::Reference(reference) if reference.mutability.is_none() => Some(reference),
+            other => {
+                errors.spanned(
+                    other,
+                    "a subscriber takes its message by shared reference: `&T` or \
+                     `&Message<T>` where `T: Topic`",
+                );
+                None
+            }
+        },
+    };
+    let bus = match parameters.get(1) {
+        None => None,
+        Some(FnArg::Typed(param)) => match &*param.ty {
+            Type::Reference(reference) if reference.mutability.is_none() => Some(&*param.ty),
+            other => {
+                errors.spanned(other, "a subscriber's second parameter can only be `&Bus`");
+                ok = false;
+                None
+            }
+        },
+        Some(FnArg::Receiver(receiver)) => {
+            errors.spanned(receiver, "`self` is not allowed in a subscriber");
+            ok = false;
+            None
+        }
+    };
+    for extra in parameters.iter().skip(2) {
+        errors.spanned(
+            extra,
+            "a subscriber takes at most two parameters: the message (`&T` or `&Message<T>`) \
+             and `&Bus`",
+        );
+        ok = false;
+    }
+    match message {
+        Some(message) if ok => Some(Handler::new(function, message, bus)),
+        _ => None,
+    }
+}

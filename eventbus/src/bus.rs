@@ -1,0 +1,534 @@
+//! The bus: topics by type, publishing, subscribing, closing, and the bookkeeping that ties
+//! them together.
+//!
+//! Locks, and why they cannot deadlock: `topics` (a map, read on every publish, written once
+//! per new topic) and `subscriptions` (the registry) are never held while any other lock is
+//! taken, nor while anything waits. A topic's own locks are described in `topic.rs`; a
+//! subscription's `accepting` lock is taken only inside a topic's order lock or alone.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::dead_letter::DeadLetterStore;
+use crate::mailbox::mailbox;
+use crate::subscription::SubscriptionCore;
+use crate::topic::{AnyTopic, TopicState};
+use crate::{
+    worker, BusBuilder, BusStats, DeadLetter, Handler, Message, Options, PublishError,
+    SubscribeError, Subscription, Topic, MAX_CAPACITY,
+};
+
+/// A handle to an event bus.
+///
+/// `Bus` is a cheap handle: clone it to publish from many threads; any clone may close the bus,
+/// and dropping the last clone closes it (waiting, as [`close`](Bus::close) does). The `&Bus`
+/// a handler receives, and its clones, do not keep the bus open.
+///
+/// # Examples
+///
+/// ```
+/// use eventbus::{Bus, Message, Options, Topic};
+///
+/// #[derive(Topic)]
+/// struct OrderPlaced { id: u64 }
+///
+/// let bus = Bus::builder().build();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// bus.subscribe::<OrderPlaced, _>(Options::default(), move |m: &Message<OrderPlaced>| {
+///     tx.send(m.id).unwrap();
+/// });
+///
+/// let publisher = bus.clone();
+/// std::thread::spawn(move || publisher.publish(OrderPlaced { id: 41 }).unwrap())
+///     .join()
+///     .unwrap();
+/// bus.close();
+/// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [41]);
+/// ```
+#[derive(Clone)]
+pub struct Bus {
+    pub(crate) inner: Arc<Inner>,
+    /// Shared by the application's handles; the last one dropped closes the bus. Handlers'
+    /// handles have none, so a worker never keeps its own bus open.
+    owner: Option<Arc<Owner>>,
+}
+
+struct Owner(Arc<Inner>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.close(None);
+    }
+}
+
+pub(crate) struct Inner {
+    /// Tells this bus's worker threads from others (see `worker::current_subscription`).
+    pub(crate) id: u64,
+    pub(crate) lifecycle: crate::lifecycle::Lifecycle,
+    pub(crate) dead_letters: DeadLetterStore,
+    topics: RwLock<HashMap<TypeId, Arc<dyn AnyTopic>>>,
+    subscriptions: Mutex<Vec<Entry>>,
+    /// Held while joining workers, so a second `close` returns only once they have stopped.
+    joining: Mutex<()>,
+    next_subscription: AtomicU64,
+}
+
+struct Entry {
+    core: Arc<SubscriptionCore>,
+    topic: Arc<dyn AnyTopic>,
+    worker: Option<JoinHandle<()>>,
+}
+
+/// What [`Bus::close_timeout`] left undone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CloseReport {
+    /// Whether everything accepted was delivered and every worker stopped in time.
+    pub completed: bool,
+    /// Every subscription, with what it still held at the deadline.
+    pub subscriptions: Vec<Unfinished>,
+}
+
+/// One subscription's part of a [`CloseReport`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unfinished {
+    /// The subscriber's name.
+    pub name: String,
+    /// Its topic's name.
+    pub topic: &'static str,
+    /// Messages it had not finished: those in its mailbox and the one in its handler.
+    pub queued: u64,
+    /// Whether its handler was still running.
+    pub in_handler: bool,
+}
+
+impl CloseReport {
+    /// The subscriptions that still held something.
+    pub fn unfinished(&self) -> impl Iterator<Item = &Unfinished> {
+        self.subscriptions.iter().filter(|s| s.queued > 0)
+    }
+}
+
+impl Bus {
+    /// A bus running every `#[subscriber]` in the program.
+    ///
+    /// # Panics
+    ///
+    /// If a subscriber's worker thread cannot be started.
+    pub fn new() -> Bus {
+        Bus::builder().registered().build()
+    }
+
+    /// A builder, which starts no registered subscriber unless told to.
+    pub fn builder() -> BusBuilder {
+        BusBuilder::new()
+    }
+
+    pub(crate) fn with_dead_letter_capacity(capacity: usize) -> Bus {
+        static NEXT_BUS: AtomicU64 = AtomicU64::new(1);
+        let inner = Arc::new(Inner {
+            id: NEXT_BUS.fetch_add(1, Relaxed),
+            lifecycle: crate::lifecycle::Lifecycle::new(),
+            dead_letters: DeadLetterStore::new(capacity),
+            topics: RwLock::new(HashMap::new()),
+            subscriptions: Mutex::new(Vec::new()),
+            joining: Mutex::new(()),
+            next_subscription: AtomicU64::new(1),
+        });
+        Bus {
+            owner: Some(Arc::new(Owner(Arc::clone(&inner)))),
+            inner,
+        }
+    }
+
+    /// Publishes a message to its topic and returns its seq.
+    ///
+    /// Returns once the message is in every subscriber's mailbox (or dropped by a full one's
+    /// policy); with `Block` subscribers it waits for room.
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError::Closed`], with the message, once the bus is closing; handlers of this
+    /// bus may still publish while it drains.
+    pub fn publish<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
+        self.inner.publish(message, None)
+    }
+
+    /// Publishes like [`publish`](Bus::publish), waiting at most `timeout` for room in `Block`
+    /// mailboxes.
+    ///
+    /// # Errors
+    ///
+    /// [`PublishError::Timeout`] when some subscribers had no room in time: the message went
+    /// to the others and counts as dropped for those; [`PublishError::Closed`] as for
+    /// `publish`.
+    pub fn publish_timeout<T: Topic>(
+        &self,
+        message: T,
+        timeout: Duration,
+    ) -> Result<u64, PublishError<T>> {
+        self.inner.publish(message, Some(Instant::now() + timeout))
+    }
+
+    /// Starts a subscription of `T` with a handler of its own.
+    ///
+    /// The handler is `FnMut(&Message<T>) -> R` where `R` is `()` or `Result<(), E>` with
+    /// `E: Display`; name the message type on the closure's parameter.
+    ///
+    /// # Panics
+    ///
+    /// If the options are refused (a capacity of 0 or above [`MAX_CAPACITY`]), the bus is
+    /// closed, or the worker thread cannot start: see [`try_subscribe`](Bus::try_subscribe).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Overflow, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Price(f64);
+    ///
+    /// let bus = Bus::builder().build();
+    /// let ticker = bus.subscribe::<Price, _>(
+    ///     Options::default().capacity(1).overflow(Overflow::DropOldest).name("ticker"),
+    ///     |m: &Message<Price>| println!("{}", m.0),
+    /// );
+    /// bus.publish(Price(1.5)).unwrap();
+    /// ticker.unsubscribe();
+    /// ```
+    ///
+    /// ```should_panic
+    /// # use eventbus::{Bus, Message, Options, Topic};
+    /// # #[derive(Topic)] struct Price(f64);
+    /// let bus = Bus::builder().build();
+    /// bus.subscribe::<Price, _>(Options::default().capacity(0), |_: &Message<Price>| {});
+    /// ```
+    pub fn subscribe<T: Topic, H>(&self, options: Options, handler: H) -> Subscription
+    where
+        H: Handler<T>,
+    {
+        self.try_subscribe(options, handler)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Starts a subscription like [`subscribe`](Bus::subscribe), saying why it cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError`]: a refused capacity, a closed bus, or a worker that could not start.
+    pub fn try_subscribe<T: Topic, H>(
+        &self,
+        options: Options,
+        mut handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        H: Handler<T>,
+    {
+        self.inner
+            .subscribe(options, move |message: &Message<T>, _: &Bus| handler.call(message))
+    }
+
+    /// Closes the bus: refuses new publishes from outside it, delivers everything already
+    /// accepted (and what handlers publish meanwhile), and returns when every mailbox is empty
+    /// and every worker has stopped.
+    ///
+    /// Called from inside one of this bus's handlers, it starts the close and returns at once,
+    /// since it cannot wait for its own handler.
+    pub fn close(&self) {
+        self.inner.close(None);
+    }
+
+    /// Closes like [`close`](Bus::close), waiting at most `timeout`.
+    ///
+    /// If the deadline passes, the bus stops where it is: workers take no more messages,
+    /// retries end (their messages become dead letters), publishers waiting for room give up;
+    /// the report lists, per subscription, what was still queued. A handler still running is
+    /// left to finish on its own thread.
+    pub fn close_timeout(&self, timeout: Duration) -> CloseReport {
+        self.inner.close(Some(Instant::now() + timeout))
+    }
+
+    /// Whether the bus has stopped accepting publishes from outside its handlers.
+    pub fn is_closed(&self) -> bool {
+        !self.inner.lifecycle.is_open()
+    }
+
+    /// A snapshot of every topic and subscription.
+    pub fn stats(&self) -> BusStats {
+        let mut topics: Vec<_> = self
+            .inner
+            .topics
+            .read()
+            .values()
+            .map(|topic| topic.stats())
+            .collect();
+        topics.sort_by_key(|topic| topic.name);
+        let subscriptions = self
+            .inner
+            .cores()
+            .iter()
+            .map(|core| core.stats())
+            .collect();
+        BusStats {
+            topics,
+            subscriptions,
+            dead_letters: self.inner.dead_letters.snapshot().len(),
+            dead_letters_discarded: self.inner.dead_letters.discarded(),
+        }
+    }
+
+    /// The dead letters held now, oldest first.
+    pub fn dead_letters(&self) -> Vec<DeadLetter> {
+        self.inner.dead_letters.snapshot()
+    }
+
+    /// Takes the dead letters out of the store, oldest first (to republish them, say).
+    pub fn take_dead_letters(&self) -> Vec<DeadLetter> {
+        self.inner.dead_letters.take()
+    }
+
+    /// A handle for a worker: it does not keep the bus open.
+    fn worker_handle(inner: &Arc<Inner>) -> Bus {
+        Bus {
+            inner: Arc::clone(inner),
+            owner: None,
+        }
+    }
+}
+
+impl Default for Bus {
+    /// The same as [`Bus::new`].
+    fn default() -> Self {
+        Bus::new()
+    }
+}
+
+impl fmt::Debug for Bus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bus")
+            .field("id", &self.inner.id)
+            .field("open", &self.inner.lifecycle.is_open())
+            .field("keeps_open", &self.owner.is_some())
+            .finish()
+    }
+}
+
+impl Inner {
+    fn publish<T: Topic>(
+        &self,
+        payload: T,
+        deadline: Option<Instant>,
+    ) -> Result<u64, PublishError<T>> {
+        let (accepted, drained) = self
+            .lifecycle
+            .begin(|| worker::current_subscription(self.id).is_some());
+        if !accepted {
+            if drained {
+                self.finish_close();
+            }
+            return Err(PublishError::Closed(payload));
+        }
+        let topic = self.topic::<T>();
+        let hand_out = typed::<T>(&*topic).publish(payload, deadline, &self.lifecycle);
+        self.finish_work(1 + hand_out.released);
+        let seq = hand_out.seq;
+        if hand_out.abandoned > 0 {
+            let missed = hand_out.abandoned + hand_out.timed_out;
+            Err(PublishError::Abandoned { seq, missed })
+        } else if hand_out.timed_out > 0 {
+            let missed = hand_out.timed_out;
+            Err(PublishError::Timeout { seq, missed })
+        } else {
+            Ok(seq)
+        }
+    }
+
+    /// The topic's state, made on first use. The map's lock is let go before the topic is
+    /// used, so a publish blocked on one topic never holds up another.
+    fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
+        if let Some(topic) = self.topics.read().get(&TypeId::of::<T>()) {
+            return Arc::clone(topic);
+        }
+        let mut topics = self.topics.write();
+        let topic = topics
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(TopicState::<T>::new()));
+        Arc::clone(topic)
+    }
+
+    pub(crate) fn finish_work(&self, units: usize) {
+        if self.lifecycle.finish_work(units) {
+            self.finish_close();
+        }
+    }
+
+    pub(crate) fn subscribe<T, H>(
+        self: &Arc<Self>,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        H: FnMut(&Message<T>, &Bus) -> Result<(), String> + Send + 'static,
+    {
+        let id = self.next_subscription.fetch_add(1, Relaxed);
+        let name: Arc<str> = match &options.name {
+            Some(name) => name.as_str().into(),
+            None => format!("subscription-{id}").into(),
+        };
+        if options.capacity == 0 || options.capacity > MAX_CAPACITY {
+            return Err(SubscribeError::Capacity {
+                name: name.to_string(),
+                capacity: options.capacity,
+            });
+        }
+        // Counted as work so that a close cannot finish half-way through a subscribe.
+        let (accepted, drained) = self.lifecycle.begin(|| false);
+        if !accepted {
+            if drained {
+                self.finish_close();
+            }
+            return Err(SubscribeError::Closed {
+                name: name.to_string(),
+            });
+        }
+        let started = self.start(id, name, options, handler);
+        self.finish_work(1);
+        started
+    }
+
+    fn start<T, H>(
+        self: &Arc<Self>,
+        id: u64,
+        name: Arc<str>,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        H: FnMut(&Message<T>, &Bus) -> Result<(), String> + Send + 'static,
+    {
+        let topic = self.topic::<T>();
+        let stop = self.lifecycle.stop_signal().clone();
+        let (outbox, inbox) = mailbox(options.capacity, stop, |queue, retire| {
+            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, queue, retire)
+        });
+        let core = Arc::clone(&outbox.core);
+        let worker_core = Arc::clone(&core);
+        let bus = Bus::worker_handle(self);
+        let worker = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || worker::run(inbox, worker_core, bus, handler))
+            .map_err(|source| SubscribeError::Spawn {
+                name: name.to_string(),
+                source,
+            })?;
+        typed::<T>(&*topic).add(Arc::new(outbox));
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic,
+            worker: Some(worker),
+        });
+        Ok(Subscription::new(Arc::clone(self), core))
+    }
+
+    pub(crate) fn unsubscribe(&self, core: &Arc<SubscriptionCore>) {
+        let entry = {
+            let mut subscriptions = self.subscriptions.lock();
+            let at = subscriptions.iter().position(|e| e.core.id == core.id);
+            at.map(|at| subscriptions.remove(at))
+        };
+        let Some(entry) = entry else { return };
+        entry.topic.remove(core.id);
+        core.retire();
+        if worker::current_subscription(self.id) != Some(core.id) {
+            if let Some(worker) = entry.worker {
+                let _ = worker.join();
+            }
+        }
+    }
+
+    fn cores(&self) -> Vec<Arc<SubscriptionCore>> {
+        let subscriptions = self.subscriptions.lock();
+        subscriptions.iter().map(|e| Arc::clone(&e.core)).collect()
+    }
+
+    /// Closes a bus that has drained: nothing is in flight, so every mailbox is empty and
+    /// every worker idle. Retiring the subscriptions lets the workers stop.
+    fn finish_close(&self) {
+        if self.lifecycle.mark_closed() {
+            self.shut_mailboxes();
+            self.lifecycle.notify_closed();
+        }
+    }
+
+    fn shut_mailboxes(&self) {
+        for core in self.cores() {
+            core.retire();
+        }
+        for topic in self.topics.read().values() {
+            topic.clear();
+        }
+    }
+
+    fn close(&self, deadline: Option<Instant>) -> CloseReport {
+        if self.lifecycle.begin_close() {
+            self.finish_close();
+        }
+        if worker::current_subscription(self.id).is_some() {
+            return self.report(self.lifecycle.is_closed());
+        }
+        let completed = self.lifecycle.wait_closed(deadline);
+        if !completed {
+            self.lifecycle.stop();
+            self.shut_mailboxes();
+            return self.report(false);
+        }
+        let _joining = self.joining.lock();
+        let workers: Vec<_> = {
+            let mut subscriptions = self.subscriptions.lock();
+            subscriptions
+                .iter_mut()
+                .filter_map(|e| e.worker.take())
+                .collect()
+        };
+        for worker in workers {
+            let _ = worker.join();
+        }
+        self.report(true)
+    }
+
+    fn report(&self, completed: bool) -> CloseReport {
+        let subscriptions = self
+            .cores()
+            .iter()
+            .map(|core| Unfinished {
+                name: core.name.to_string(),
+                topic: core.topic,
+                queued: core.queued(),
+                in_handler: core.busy.load(std::sync::atomic::Ordering::SeqCst),
+            })
+            .collect();
+        CloseReport {
+            completed,
+            subscriptions,
+        }
+    }
+}
+
+/// A topic's typed state. The map is keyed by `TypeId::of::<T>()` and only ever holds a
+/// `TopicState<T>` under that key, so the downcast cannot fail.
+fn typed<T: Topic>(topic: &dyn AnyTopic) -> &TopicState<T> {
+    match topic.as_any().downcast_ref::<TopicState<T>>() {
+        Some(topic) => topic,
+        None => unreachable!("the topic map holds a TopicState<T> under TypeId::of::<T>()"),
+    }
+}

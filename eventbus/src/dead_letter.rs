@@ -1,0 +1,170 @@
+//! Dead letters: messages a subscriber gave up on, kept with their last error, in a bounded
+//! store that counts what it had to discard.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::Message;
+
+/// The dead-letter store's size when none is given.
+pub const DEFAULT_DEAD_LETTER_CAPACITY: usize = 10_000;
+
+/// A message whose every attempt failed, with what went wrong.
+///
+/// # Examples
+///
+/// ```
+/// use eventbus::{Bus, Message, Options, Topic};
+///
+/// #[derive(Topic, Debug, PartialEq)]
+/// struct Charge(u32);
+///
+/// let bus = Bus::builder().build();
+/// bus.subscribe::<Charge, _>(Options::default().name("billing"), |_: &Message<Charge>| {
+///     Err::<(), _>("card declined")
+/// });
+/// bus.publish(Charge(30)).unwrap();
+/// bus.close();
+///
+/// let letters = bus.dead_letters();
+/// assert_eq!(letters[0].subscriber(), "billing");
+/// assert_eq!(letters[0].error(), "card declined");
+/// assert_eq!(letters[0].payload::<Charge>(), Some(&Charge(30)));
+/// ```
+#[derive(Clone)]
+pub struct DeadLetter {
+    topic: &'static str,
+    seq: u64,
+    subscriber: Arc<str>,
+    error: String,
+    attempts: u32,
+    /// The shared `Arc<Message<T>>`, kept whole so [`DeadLetter::payload`] can hand it back.
+    message: Arc<dyn Any + Send + Sync>,
+}
+
+impl DeadLetter {
+    pub(crate) fn new<T: Send + Sync + 'static>(
+        message: Arc<Message<T>>,
+        subscriber: Arc<str>,
+        error: String,
+        attempts: u32,
+    ) -> Self {
+        DeadLetter {
+            topic: message.topic(),
+            seq: message.seq(),
+            subscriber,
+            error,
+            attempts,
+            message,
+        }
+    }
+
+    /// The message's topic.
+    pub fn topic(&self) -> &'static str {
+        self.topic
+    }
+
+    /// The message's place in its topic's order.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The name of the subscriber that gave up on it.
+    pub fn subscriber(&self) -> &str {
+        &self.subscriber
+    }
+
+    /// The last attempt's error text, or the panic's message.
+    pub fn error(&self) -> &str {
+        &self.error
+    }
+
+    /// How many attempts were made.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The published value, if it is a `T`.
+    pub fn payload<T: 'static>(&self) -> Option<&T> {
+        self.message::<T>().map(Message::payload)
+    }
+
+    /// The whole message, if it is a `Message<T>`.
+    pub fn message<T: 'static>(&self) -> Option<&Message<T>> {
+        self.message.downcast_ref::<Message<T>>()
+    }
+}
+
+impl fmt::Debug for DeadLetter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeadLetter")
+            .field("topic", &self.topic)
+            .field("seq", &self.seq)
+            .field("subscriber", &self.subscriber)
+            .field("error", &self.error)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for DeadLetter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} #{} at {} after {} attempt(s): {}",
+            self.topic, self.seq, self.subscriber, self.attempts, self.error
+        )
+    }
+}
+
+/// Holds the newest `capacity` dead letters; the oldest make way and are counted.
+#[derive(Debug)]
+pub(crate) struct DeadLetterStore {
+    capacity: usize,
+    /// Guards the letters and the discard count together, so a reader sees them agree.
+    letters: Mutex<Letters>,
+}
+
+#[derive(Debug, Default)]
+struct Letters {
+    kept: VecDeque<DeadLetter>,
+    discarded: u64,
+}
+
+impl DeadLetterStore {
+    pub(crate) fn new(capacity: usize) -> Self {
+        DeadLetterStore {
+            capacity,
+            letters: Mutex::new(Letters::default()),
+        }
+    }
+
+    pub(crate) fn push(&self, letter: DeadLetter) {
+        let mut letters = self.letters.lock();
+        if self.capacity == 0 {
+            letters.discarded += 1;
+            return;
+        }
+        if letters.kept.len() == self.capacity {
+            letters.kept.pop_front();
+            letters.discarded += 1;
+        }
+        letters.kept.push_back(letter);
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<DeadLetter> {
+        self.letters.lock().kept.iter().cloned().collect()
+    }
+
+    pub(crate) fn take(&self) -> Vec<DeadLetter> {
+        self.letters.lock().kept.drain(..).collect()
+    }
+
+    pub(crate) fn discarded(&self) -> u64 {
+        self.letters.lock().discarded
+    }
+}

@@ -1,0 +1,119 @@
+//! How a subscription behaves: mailbox size, what a full mailbox does, retries and their
+//! backoff, and the subscriber's name.
+
+use std::time::Duration;
+
+/// What a full mailbox does with a new message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Overflow {
+    /// The publisher waits for room: backpressure, chosen by the subscriber.
+    #[default]
+    Block,
+    /// The oldest queued message is discarded to make room; the drop is counted.
+    DropOldest,
+    /// The message being published is discarded for this subscriber; the drop is counted.
+    DropNewest,
+}
+
+/// The mailbox size used when none is given.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// The largest mailbox a subscription may ask for.
+///
+/// A mailbox allocates its slots up front, about 16 bytes each (a pointer to the shared
+/// message and a stamp), so this bound is 256 MiB for one subscriber.
+pub const MAX_CAPACITY: usize = 1 << 24;
+
+/// The first retry's wait when none is given.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The retry wait doubles at most this many times: 32 × the backoff is the longest wait.
+const MAX_DOUBLINGS: u32 = 5;
+
+/// Options for one subscription, built from [`Options::default()`].
+///
+/// | option | default |
+/// |---|---|
+/// | [`capacity`](Options::capacity) | 1024 messages |
+/// | [`overflow`](Options::overflow) | [`Overflow::Block`] |
+/// | [`retries`](Options::retries) | 0 (one attempt) |
+/// | [`backoff`](Options::backoff) | 10 ms |
+/// | [`name`](Options::name) | `subscription-N` |
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use eventbus::{Options, Overflow};
+///
+/// let options = Options::default()
+///     .capacity(100)
+///     .overflow(Overflow::DropOldest)
+///     .retries(3)
+///     .backoff(Duration::from_millis(5))
+///     .name("email");
+/// assert_eq!(options.retry_delay(1), Duration::from_millis(5));
+/// assert_eq!(options.retry_delay(3), Duration::from_millis(20));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub(crate) capacity: usize,
+    pub(crate) overflow: Overflow,
+    pub(crate) retries: u32,
+    pub(crate) backoff: Duration,
+    pub(crate) name: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            capacity: DEFAULT_CAPACITY,
+            overflow: Overflow::Block,
+            retries: 0,
+            backoff: DEFAULT_BACKOFF,
+            name: None,
+        }
+    }
+}
+
+impl Options {
+    /// How many messages the mailbox holds, from 1 to [`MAX_CAPACITY`]; anything else is
+    /// refused when subscribing.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// What a full mailbox does.
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// How many times a failed message is retried after its first attempt: `retries(3)` is up
+    /// to 4 attempts in all. Then it becomes a dead letter.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// The wait before the first retry; each later retry waits twice as long as the one
+    /// before, up to 32 × this (see [`Options::retry_delay`]).
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The subscriber's name, used in stats, dead letters and as the worker thread's name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The wait before retry number `retry` (the first retry is 1): `backoff × 2^(retry−1)`,
+    /// doubling at most five times, so never more than `32 × backoff`.
+    pub fn retry_delay(&self, retry: u32) -> Duration {
+        let doublings = retry.saturating_sub(1).min(MAX_DOUBLINGS);
+        self.backoff.saturating_mul(1 << doublings)
+    }
+}

@@ -1,0 +1,179 @@
+//! Counters: what each subscription and topic has done, and the snapshots `stats()` returns.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::Overflow;
+
+/// One subscription's counters. Each is bumped by the one side that owns the event
+/// (publishers: received and dropped; the worker: the rest) and read without a lock, so a
+/// snapshot taken while messages move is a moment's view; once the bus is closed they add up.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) received: AtomicU64,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) dead_lettered: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Relaxed);
+    }
+}
+
+/// What one subscription has done.
+///
+/// Every message handed to it (`received`) ends as exactly one of `delivered`,
+/// `dead_lettered`, `dropped`, or is still `queued`:
+/// `received == delivered + dead_lettered + dropped + queued` whenever nothing is moving
+/// (after close, say).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubscriptionStats {
+    /// The subscriber's name.
+    pub name: String,
+    /// Its topic's name.
+    pub topic: &'static str,
+    /// Its mailbox's size.
+    pub capacity: usize,
+    /// What its full mailbox does.
+    pub overflow: Overflow,
+    /// Messages published to its topic while it was subscribed, dropped ones included.
+    pub received: u64,
+    /// Messages waiting in its mailbox, plus the one its handler is on.
+    pub queued: u64,
+    /// Messages its handler finished without error.
+    pub delivered: u64,
+    /// Failed attempts (errors and panics), retries included.
+    pub failed: u64,
+    /// Retries made.
+    pub retried: u64,
+    /// Messages given up on and kept as dead letters.
+    pub dead_lettered: u64,
+    /// Messages its overflow policy (or a publish timeout) discarded.
+    pub dropped: u64,
+}
+
+impl SubscriptionStats {
+    pub(crate) fn read(
+        name: &str,
+        topic: &'static str,
+        capacity: usize,
+        overflow: Overflow,
+        counters: &Counters,
+        queued: u64,
+    ) -> Self {
+        SubscriptionStats {
+            name: name.to_owned(),
+            topic,
+            capacity,
+            overflow,
+            received: counters.received.load(Relaxed),
+            queued,
+            delivered: counters.delivered.load(Relaxed),
+            failed: counters.failed.load(Relaxed),
+            retried: counters.retried.load(Relaxed),
+            dead_lettered: counters.dead_lettered.load(Relaxed),
+            dropped: counters.dropped.load(Relaxed),
+        }
+    }
+}
+
+/// What one topic has seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TopicStats {
+    /// The topic's name.
+    pub name: &'static str,
+    /// Messages published (numbered) on it.
+    pub published: u64,
+    /// Its subscriptions now.
+    pub subscribers: usize,
+}
+
+/// A snapshot of the whole bus, from [`Bus::stats`](crate::Bus::stats).
+///
+/// Its `Display` is an aligned table, one row per subscription.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BusStats {
+    /// Every topic the bus has seen, by name.
+    pub topics: Vec<TopicStats>,
+    /// Every subscription not unsubscribed, in the order they started.
+    pub subscriptions: Vec<SubscriptionStats>,
+    /// Dead letters held now.
+    pub dead_letters: usize,
+    /// Dead letters the bounded store had to discard.
+    pub dead_letters_discarded: u64,
+}
+
+impl fmt::Display for BusStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const HEADER: [&str; 10] = [
+            "topic",
+            "subscriber",
+            "capacity",
+            "received",
+            "queued",
+            "delivered",
+            "failed",
+            "retried",
+            "dead",
+            "dropped",
+        ];
+        let rows: Vec<[String; 10]> = self
+            .subscriptions
+            .iter()
+            .map(|s| {
+                [
+                    s.topic.to_owned(),
+                    s.name.clone(),
+                    s.capacity.to_string(),
+                    s.received.to_string(),
+                    s.queued.to_string(),
+                    s.delivered.to_string(),
+                    s.failed.to_string(),
+                    s.retried.to_string(),
+                    s.dead_lettered.to_string(),
+                    s.dropped.to_string(),
+                ]
+            })
+            .collect();
+        let mut widths = HEADER.map(str::len);
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let line = |f: &mut fmt::Formatter<'_>, cells: &[&str]| -> fmt::Result {
+            for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+                let sep = if i == 0 { "" } else { "  " };
+                if i < 2 {
+                    write!(f, "{sep}{cell:<width$}")?;
+                } else {
+                    write!(f, "{sep}{cell:>width$}")?;
+                }
+            }
+            writeln!(f)
+        };
+        line(f, &HEADER)?;
+        for row in &rows {
+            line(f, &row.each_ref().map(String::as_str))?;
+        }
+        for topic in &self.topics {
+            writeln!(
+                f,
+                "topic {}: {} published, {} subscriber(s)",
+                topic.name, topic.published, topic.subscribers
+            )?;
+        }
+        write!(
+            f,
+            "dead letters: {} kept, {} discarded",
+            self.dead_letters, self.dead_letters_discarded
+        )
+    }
+}

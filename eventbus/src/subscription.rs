@@ -1,0 +1,141 @@
+//! Subscriptions: the handle a subscriber's owner holds, and the state a subscription shares
+//! between its publishers, its worker and the bus.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use crate::bus::Inner;
+use crate::stats::Counters;
+use crate::{Options, SubscriptionStats};
+
+/// What a subscription's publishers, worker and bus share.
+pub(crate) struct SubscriptionCore {
+    pub(crate) id: u64,
+    pub(crate) name: Arc<str>,
+    pub(crate) topic: &'static str,
+    pub(crate) options: Options,
+    pub(crate) counters: Counters,
+    /// True while the worker holds a message it took from the mailbox.
+    pub(crate) busy: AtomicBool,
+    /// Whether the mailbox takes messages. Held by a publisher for the whole of one hand-out
+    /// to this mailbox; `retire` sets it false once, after which nothing more arrives.
+    pub(crate) accepting: Mutex<bool>,
+    /// Dropped by `retire` to wake the worker (see `Inbox::next`).
+    retire: Mutex<Option<Sender<()>>>,
+    /// The mailbox, type-erased, for counting what is queued.
+    queue: Box<dyn Queue>,
+}
+
+trait Queue: Send + Sync {
+    fn len(&self) -> usize;
+}
+
+impl<T: Send> Queue for Receiver<T> {
+    fn len(&self) -> usize {
+        Receiver::len(self)
+    }
+}
+
+impl SubscriptionCore {
+    pub(crate) fn new<M: Send + 'static>(
+        id: u64,
+        name: Arc<str>,
+        topic: &'static str,
+        options: Options,
+        queue: Receiver<M>,
+        retire: Sender<()>,
+    ) -> Self {
+        SubscriptionCore {
+            id,
+            name,
+            topic,
+            options,
+            counters: Counters::default(),
+            busy: AtomicBool::new(false),
+            accepting: Mutex::new(true),
+            retire: Mutex::new(Some(retire)),
+            queue: Box::new(queue),
+        }
+    }
+
+    /// Shuts the mailbox: nothing arrives after this returns; the worker delivers what is
+    /// queued, then stops. Waits at most for a publisher blocked on this very mailbox, which
+    /// the worker is emptying.
+    pub(crate) fn retire(&self) {
+        *self.accepting.lock() = false;
+        self.retire.lock().take();
+    }
+
+    /// Messages in the mailbox plus the one in the handler.
+    pub(crate) fn queued(&self) -> u64 {
+        self.queue.len() as u64 + u64::from(self.busy.load(SeqCst))
+    }
+
+    pub(crate) fn stats(&self) -> SubscriptionStats {
+        SubscriptionStats::read(
+            &self.name,
+            self.topic,
+            self.options.capacity,
+            self.options.overflow,
+            &self.counters,
+            self.queued(),
+        )
+    }
+}
+
+impl fmt::Debug for SubscriptionCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubscriptionCore")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running subscription: one mailbox and one worker thread.
+///
+/// Dropping the handle detaches it: the subscription keeps running until
+/// [`unsubscribe`](Subscription::unsubscribe) or the bus closes.
+pub struct Subscription {
+    inner: Arc<Inner>,
+    core: Arc<SubscriptionCore>,
+}
+
+impl Subscription {
+    pub(crate) fn new(inner: Arc<Inner>, core: Arc<SubscriptionCore>) -> Self {
+        Subscription { inner, core }
+    }
+
+    /// The subscriber's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// What this subscription has done so far.
+    pub fn stats(&self) -> SubscriptionStats {
+        self.core.stats()
+    }
+
+    /// Stops the subscription: nothing published after this call arrives, what is already
+    /// queued is delivered, and it returns when the worker has stopped.
+    ///
+    /// Called from the subscription's own handler it cannot wait for itself: the worker stops
+    /// once that handler returns and the mailbox is empty.
+    pub fn unsubscribe(self) {
+        self.inner.unsubscribe(&self.core);
+    }
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription")
+            .field("name", &self.core.name)
+            .field("topic", &self.core.topic)
+            .finish_non_exhaustive()
+    }
+}

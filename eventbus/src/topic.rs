@@ -1,0 +1,191 @@
+//! Topics: the Rust types that messages are, and the names they go by.
+//!
+//! A topic is found by its [`TypeId`] on the publish path; the name is for people (stats, dead
+//! letters, thread names), never for lookup.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::lifecycle::Lifecycle;
+use crate::mailbox::{Offer, Outbox};
+use crate::{Message, TopicStats};
+
+/// A type whose values can be published on a [`Bus`](crate::Bus).
+///
+/// Derive it with `#[derive(Topic)]`; `#[topic(name = "...")]` sets the name, which defaults
+/// to the type's own name. Each instantiation of a generic topic is a topic of its own, named
+/// with its type arguments.
+///
+/// # Examples
+///
+/// ```
+/// use eventbus::Topic;
+///
+/// #[derive(Topic)]
+/// #[topic(name = "orders.placed")]
+/// struct OrderPlaced { id: u64 }
+///
+/// #[derive(Topic)]
+/// struct Shipped(u64);
+///
+/// #[derive(Topic)]
+/// struct Envelope<T: Send + Sync + 'static>(T);
+///
+/// assert_eq!(OrderPlaced::name(), "orders.placed");
+/// assert_eq!(Shipped::name(), "Shipped");
+/// assert_eq!(Envelope::<u8>::name(), "Envelope<u8>");
+/// ```
+///
+/// A type that is not a topic cannot be published:
+///
+/// ```compile_fail
+/// struct NotATopic;
+/// let bus = eventbus::Bus::builder().build();
+/// bus.publish(NotATopic);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a topic",
+    label = "not a topic",
+    note = "add `#[derive(Topic)]` to the definition of `{Self}`"
+)]
+pub trait Topic: Send + Sync + 'static {
+    /// The topic's name, as shown in stats and dead letters.
+    fn name() -> &'static str;
+}
+
+/// The name of one instantiation of a generic topic, made once and kept for the life of the
+/// process: there are only as many as the program has instantiations.
+#[doc(hidden)]
+pub fn generic_name<T: 'static>(make: impl FnOnce() -> String) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashMap<TypeId, &'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock();
+    names
+        .entry(TypeId::of::<T>())
+        .or_insert_with(|| Box::leak(make().into_boxed_str()))
+}
+
+/// One topic's runtime state: its order and its subscribers' mailboxes.
+///
+/// Lock order: `next_seq`, then `subscribers`; never the other way round. `subscribers` is
+/// held only to clone or replace its `Arc`, so subscribing and unsubscribing never wait
+/// behind a publish, even one blocked on a full mailbox.
+pub(crate) struct TopicState<T> {
+    name: &'static str,
+    /// The topic's order: held while one message is numbered and handed to every mailbox, so
+    /// every subscriber sees the same order whatever number of threads publish.
+    next_seq: Mutex<u64>,
+    /// The mailboxes, copy-on-write.
+    subscribers: Mutex<Arc<Vec<Arc<Outbox<T>>>>>,
+    published: AtomicU64,
+}
+
+/// What one publish did.
+#[derive(Debug, Default)]
+pub(crate) struct HandOut {
+    pub(crate) seq: u64,
+    /// Mailboxes counted as pending work that did not keep the message, plus older messages
+    /// evicted for it: work to take off the lifecycle count again.
+    pub(crate) released: usize,
+    pub(crate) timed_out: usize,
+    pub(crate) abandoned: usize,
+}
+
+impl<T: Topic> TopicState<T> {
+    pub(crate) fn new() -> Self {
+        TopicState {
+            name: T::name(),
+            next_seq: Mutex::new(0),
+            subscribers: Mutex::new(Arc::new(Vec::new())),
+            published: AtomicU64::new(0),
+        }
+    }
+
+    /// Numbers `payload` and hands it to every mailbox, as one step under the order lock.
+    pub(crate) fn publish(
+        &self,
+        payload: T,
+        deadline: Option<Instant>,
+        lifecycle: &Lifecycle,
+    ) -> HandOut {
+        let mut next_seq = self.next_seq.lock();
+        let subscribers = Arc::clone(&self.subscribers.lock());
+        let seq = *next_seq;
+        *next_seq += 1;
+        self.published.fetch_add(1, Relaxed);
+        let mut hand_out = HandOut {
+            seq,
+            ..HandOut::default()
+        };
+        if subscribers.is_empty() {
+            return hand_out;
+        }
+        let message = Arc::new(Message::new(seq, self.name, payload));
+        // Counted before any worker can finish it, so the count never dips below the truth.
+        lifecycle.add_work(subscribers.len());
+        for outbox in subscribers.iter() {
+            match outbox.offer(&message, deadline, lifecycle.stop_signal()) {
+                Offer::Accepted { evicted } => hand_out.released += evicted,
+                Offer::Dropped | Offer::Retired => hand_out.released += 1,
+                Offer::TimedOut => {
+                    hand_out.released += 1;
+                    hand_out.timed_out += 1;
+                }
+                Offer::Abandoned => {
+                    hand_out.released += 1;
+                    hand_out.abandoned += 1;
+                }
+            }
+        }
+        hand_out
+    }
+
+    pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
+        let mut subscribers = self.subscribers.lock();
+        let mut next = Vec::clone(&subscribers);
+        next.push(outbox);
+        *subscribers = Arc::new(next);
+    }
+}
+
+/// A topic's state without its type, for the bus's bookkeeping.
+pub(crate) trait AnyTopic: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn stats(&self) -> TopicStats;
+    /// Takes a subscription off the list; publishes that already took the list skip it once
+    /// it is retired.
+    fn remove(&self, subscription: u64);
+    fn clear(&self);
+}
+
+impl<T: Topic> AnyTopic for TopicState<T> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn stats(&self) -> TopicStats {
+        TopicStats {
+            name: self.name,
+            published: self.published.load(Relaxed),
+            subscribers: self.subscribers.lock().len(),
+        }
+    }
+
+    fn remove(&self, subscription: u64) {
+        let mut subscribers = self.subscribers.lock();
+        let next = subscribers
+            .iter()
+            .filter(|outbox| outbox.core.id != subscription)
+            .cloned()
+            .collect();
+        *subscribers = Arc::new(next);
+    }
+
+    fn clear(&self) {
+        *self.subscribers.lock() = Arc::new(Vec::new());
+    }
+}

@@ -1,0 +1,73 @@
+//! Workers: one thread per subscription that takes messages from its mailbox in order and
+//! runs the handler, retrying in place and keeping a dead letter when it gives up.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+
+use crate::dead_letter::DeadLetter;
+use crate::handler;
+use crate::mailbox::Inbox;
+use crate::stats::Counters;
+use crate::subscription::SubscriptionCore;
+use crate::{Bus, Message};
+
+thread_local! {
+    /// The bus and subscription whose worker this thread is, if any.
+    static CURRENT: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// The subscription whose worker the calling thread is, if it is one of bus `bus`'s.
+pub(crate) fn current_subscription(bus: u64) -> Option<u64> {
+    CURRENT
+        .with(Cell::get)
+        .and_then(|(of, subscription)| (of == bus).then_some(subscription))
+}
+
+pub(crate) fn run<T, H>(mut inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
+where
+    T: Send + Sync + 'static,
+    H: FnMut(&Message<T>, &Bus) -> Result<(), String>,
+{
+    CURRENT.with(|current| current.set(Some((bus.inner.id, core.id))));
+    let lifecycle = &bus.inner.lifecycle;
+    while let Some(message) = inbox.next(lifecycle.stopped()) {
+        core.busy.store(true, SeqCst);
+        deliver(&core, &bus, &mut handler, message);
+        core.busy.store(false, SeqCst);
+        bus.inner.finish_work(1);
+    }
+}
+
+/// Runs the handler on one message until it succeeds or its retries are spent.
+fn deliver<T, H>(core: &SubscriptionCore, bus: &Bus, handler: &mut H, message: Arc<Message<T>>)
+where
+    T: Send + Sync + 'static,
+    H: FnMut(&Message<T>, &Bus) -> Result<(), String>,
+{
+    let counters = &core.counters;
+    let mut attempts: u32 = 0;
+    loop {
+        attempts = attempts.saturating_add(1);
+        let error = match handler::attempt(|| handler(&message, bus)) {
+            Ok(()) => {
+                Counters::bump(&counters.delivered);
+                return;
+            }
+            Err(error) => error,
+        };
+        Counters::bump(&counters.failed);
+        let retry = attempts <= core.options.retries
+            && bus
+                .inner
+                .lifecycle
+                .sleep(core.options.retry_delay(attempts));
+        if !retry {
+            let letter = DeadLetter::new(message, Arc::clone(&core.name), error, attempts);
+            bus.inner.dead_letters.push(letter);
+            Counters::bump(&counters.dead_lettered);
+            return;
+        }
+        Counters::bump(&counters.retried);
+    }
+}
