@@ -26,7 +26,11 @@ pub(crate) struct Handler<'a> {
 impl<'a> Handler<'a> {
     /// The view of `function`, whose first parameter is `message` and second, if any, `bus`
     /// (`valid::handler` has checked the rest of the signature).
-    pub(crate) fn new(function: &'a ItemFn, message: &'a TypeReference, bus: Option<&'a Type>) -> Self {
+    pub(crate) fn new(
+        function: &'a ItemFn,
+        message: &'a TypeReference,
+        bus: Option<&'a Type>,
+    ) -> Self {
         let (topic, form) = match message_type(&message.elem) {
             Some(inner) => (inner, MessageParam::Whole),
             None => (&*message.elem, MessageParam::Payload),

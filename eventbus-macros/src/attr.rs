@@ -36,9 +36,19 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
             return Ok(());
         };
         match key.as_str() {
-            "capacity" => set(&mut parsed.capacity, int(&key, value, errors), &meta, errors),
+            "capacity" => set(
+                &mut parsed.capacity,
+                int(&key, value, errors),
+                &meta,
+                errors,
+            ),
             "retries" => set(&mut parsed.retries, int(&key, value, errors), &meta, errors),
-            "backoff" => set(&mut parsed.backoff, string(&key, value, errors), &meta, errors),
+            "backoff" => set(
+                &mut parsed.backoff,
+                string(&key, value, errors),
+                &meta,
+                errors,
+            ),
             "name" => set(&mut parsed.name, string(&key, value, errors), &meta, errors),
             "overflow" => {
                 let path = match value {

@@ -45,18 +45,23 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         MessageParam::Payload => quote!(::eventbus::Message::payload(__message)),
         MessageParam::Whole => quote!(__message),
     };
-    let bus = handler
-        .bus
-        .map(|ty| quote_spanned!(ty.span()=> , __bus));
+    // Spanned so that a parameter that is not `&Bus` is reported on its type.
+    let bus = handler.bus.map(|ty| {
+        quote_spanned!(ty.span()=> , <#ty as ::eventbus::__private::FromBus<'_>>::from_bus(__bus))
+    });
     let call = quote!(#function(#message #bus));
     // Spanned so that a return type that is neither `()` nor `Result<(), E>` is reported on
     // the return type.
     let result = match handler.output {
-        Some(output) => quote_spanned!(output.span()=> ::eventbus::__private::into_result(#call)),
+        Some(output) => quote_spanned! {output.span()=>
+            let __result = #call;
+            ::eventbus::__private::into_result(__result)
+        },
         None => quote!(::eventbus::__private::into_result(#call)),
     };
     // Spanned so that "not a topic" is reported on the message type.
-    let subscribe = quote_spanned!(topic.span()=> ::eventbus::__private::subscribe_registered::<#topic, _>);
+    let subscribe =
+        quote_spanned!(topic.span()=> ::eventbus::__private::subscribe_registered::<#topic, _>);
     let name = match &settings.name {
         Some(name) => quote!(::core::option::Option::Some(#name)),
         None => quote!(::core::option::Option::None),
@@ -140,7 +145,9 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
         for param in &input.generics.params {
             if let GenericParam::Type(param) = param {
                 let param = &param.ident;
-                where_clause.predicates.push(syn::parse_quote!(#param: 'static));
+                where_clause
+                    .predicates
+                    .push(syn::parse_quote!(#param: 'static));
             }
         }
         where_clause.predicates.push(syn::parse_quote!(
@@ -173,11 +180,11 @@ fn topic_name(input: &DeriveInput, base: &str) -> TokenStream {
         .filter_map(|param| match param {
             GenericParam::Type(param) => {
                 let ident = &param.ident;
-                Some(quote!(::core::any::type_name::<#ident>().to_string()))
+                Some(quote!(::std::string::ToString::to_string(::core::any::type_name::<#ident>())))
             }
             GenericParam::Const(param) => {
                 let ident = &param.ident;
-                Some(quote!(#ident.to_string()))
+                Some(quote!(::std::string::ToString::to_string(&#ident)))
             }
             GenericParam::Lifetime(_) => None,
         })

@@ -58,7 +58,11 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         Some(path) => {
             let policy = path.segments.last().map(|s| s.ident.clone());
             match policy {
-                Some(ident) if ["Block", "DropOldest", "DropNewest"].contains(&&*ident.to_string()) => ident,
+                Some(ident)
+                    if ["Block", "DropOldest", "DropNewest"].contains(&&*ident.to_string()) =>
+                {
+                    ident
+                }
                 _ => {
                     errors.spanned(
                         path,
@@ -109,11 +113,15 @@ fn path_span(path: &syn::Path) -> proc_macro2::Span {
 /// `"10ms"` as nanoseconds.
 pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
     let text = text.trim();
-    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     if digits == 0 {
         return Err("it does not start with a number");
     }
-    let number: u64 = text[..digits].parse().map_err(|_| "the number is too large")?;
+    let number: u64 = text[..digits]
+        .parse()
+        .map_err(|_| "the number is too large")?;
     let scale: u64 = match text[digits..].trim_start() {
         "ns" => 1,
         "us" | "µs" => 1_000,

@@ -22,7 +22,7 @@ use crate::subscription::SubscriptionCore;
 use crate::topic::{AnyTopic, TopicState};
 use crate::{
     worker, BusBuilder, BusStats, DeadLetter, Handler, Message, Options, PublishError,
-    SubscribeError, Subscription, Topic, MAX_CAPACITY,
+    SubscribeError, Subscription, Topic, TopicStats, MAX_CAPACITY,
 };
 
 /// A handle to an event bus.
@@ -233,7 +233,9 @@ impl Bus {
         H: Handler<T>,
     {
         self.inner
-            .subscribe(options, move |message: &Message<T>, _: &Bus| handler.call(message))
+            .subscribe(options, move |message: &Message<T>, _: &Bus| {
+                handler.call(message)
+            })
     }
 
     /// Closes the bus: refuses new publishes from outside it, delivers everything already
@@ -263,20 +265,24 @@ impl Bus {
 
     /// A snapshot of every topic and subscription.
     pub fn stats(&self) -> BusStats {
-        let mut topics: Vec<_> = self
-            .inner
-            .topics
-            .read()
-            .values()
-            .map(|topic| topic.stats())
-            .collect();
+        let topics: Vec<_> = self.inner.topics.read().values().cloned().collect();
+        let (subscriptions, mut topics) = {
+            let entries = self.inner.subscriptions.lock();
+            let subscriptions = entries.iter().map(|e| e.core.stats()).collect();
+            let topics: Vec<_> = topics
+                .iter()
+                .map(|topic| TopicStats {
+                    name: topic.name(),
+                    published: topic.published(),
+                    subscribers: entries
+                        .iter()
+                        .filter(|e| Arc::ptr_eq(&e.topic, topic))
+                        .count(),
+                })
+                .collect();
+            (subscriptions, topics)
+        };
         topics.sort_by_key(|topic| topic.name);
-        let subscriptions = self
-            .inner
-            .cores()
-            .iter()
-            .map(|core| core.stats())
-            .collect();
         BusStats {
             topics,
             subscriptions,

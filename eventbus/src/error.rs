@@ -116,10 +116,16 @@ impl fmt::Display for SubscribeError {
                 crate::MAX_CAPACITY
             ),
             SubscribeError::Closed { name } => {
-                write!(f, "subscriber `{name}`: the bus is closed; nothing can subscribe")
+                write!(
+                    f,
+                    "subscriber `{name}`: the bus is closed; nothing can subscribe"
+                )
             }
             SubscribeError::Spawn { name, source } => {
-                write!(f, "subscriber `{name}`: could not start its worker thread: {source}")
+                write!(
+                    f,
+                    "subscriber `{name}`: could not start its worker thread: {source}"
+                )
             }
         }
     }

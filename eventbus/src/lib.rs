@@ -128,6 +128,21 @@ pub mod __private {
         bus.inner.subscribe(options, handler)
     }
 
+    /// What a subscriber may take after its message: for now only `&Bus`.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a subscriber parameter",
+        label = "after the message, a subscriber may take only `&Bus`"
+    )]
+    pub trait FromBus<'a>: Sized {
+        fn from_bus(bus: &'a Bus) -> Self;
+    }
+
+    impl<'a> FromBus<'a> for &'a Bus {
+        fn from_bus(bus: &'a Bus) -> Self {
+            bus
+        }
+    }
+
     /// The handler's return value as an attempt's outcome.
     pub fn into_result<R: HandlerResult>(result: R) -> Result<(), String> {
         result.into_result()

@@ -90,7 +90,7 @@ pub struct TopicStats {
     pub name: &'static str,
     /// Messages published (numbered) on it.
     pub published: u64,
-    /// Its subscriptions now.
+    /// Its subscriptions not unsubscribed (after close: those it had at the end).
     pub subscribers: usize,
 }
 

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use crate::lifecycle::Lifecycle;
 use crate::mailbox::{Offer, Outbox};
-use crate::{Message, TopicStats};
+use crate::Message;
 
 /// A type whose values can be published on a [`Bus`](crate::Bus).
 ///
@@ -155,7 +155,8 @@ impl<T: Topic> TopicState<T> {
 /// A topic's state without its type, for the bus's bookkeeping.
 pub(crate) trait AnyTopic: Send + Sync {
     fn as_any(&self) -> &dyn Any;
-    fn stats(&self) -> TopicStats;
+    fn name(&self) -> &'static str;
+    fn published(&self) -> u64;
     /// Takes a subscription off the list; publishes that already took the list skip it once
     /// it is retired.
     fn remove(&self, subscription: u64);
@@ -167,12 +168,12 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         self
     }
 
-    fn stats(&self) -> TopicStats {
-        TopicStats {
-            name: self.name,
-            published: self.published.load(Relaxed),
-            subscribers: self.subscribers.lock().len(),
-        }
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn published(&self) -> u64 {
+        self.published.load(Relaxed)
     }
 
     fn remove(&self, subscription: u64) {

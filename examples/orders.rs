@@ -1,0 +1,130 @@
+//! A small shop on the bus: an order service publishing from several threads, an email sender
+//! that is slow, a warehouse that fails now and then, and a price feed that keeps only the
+//! latest prices. Prints the stats table and the dead letters on close.
+//!
+//! Run it with `cargo run --example orders`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use eventbus::{subscriber, Bus, Message, Topic};
+
+#[derive(Topic, Debug, Clone)]
+#[topic(name = "orders.placed")]
+pub struct OrderPlaced {
+    pub id: u64,
+    pub customer: u64,
+    pub items: u32,
+}
+
+#[derive(Topic, Debug, Clone)]
+#[topic(name = "warehouse.reserved")]
+pub struct StockReserved {
+    pub order: u64,
+}
+
+#[derive(Topic, Debug, Clone)]
+#[topic(name = "prices.tick")]
+pub struct PriceTick {
+    pub symbol: &'static str,
+    pub cents: u64,
+}
+
+#[derive(Debug)]
+pub enum WarehouseError {
+    Busy,
+    OutOfStock { items: u32 },
+}
+
+impl std::fmt::Display for WarehouseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WarehouseError::Busy => f.write_str("warehouse busy, try again"),
+            WarehouseError::OutOfStock { items } => write!(f, "out of stock for {items} items"),
+        }
+    }
+}
+
+/// Slow: every email takes a few milliseconds. It has a big mailbox and `Block`, so orders
+/// wait for it rather than lose an email.
+#[subscriber(capacity = 512, name = "email")]
+fn send_email(order: &OrderPlaced) {
+    thread::sleep(Duration::from_millis(2));
+    let _ = order.customer;
+}
+
+static WAREHOUSE_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Fails now and then: every fifth call is "busy" (a retry fixes it); orders of more than
+/// nine items are out of stock (no retry helps, so they become dead letters).
+#[subscriber(retries = 2, backoff = "1ms", name = "warehouse")]
+fn reserve_stock(order: &Message<OrderPlaced>, bus: &Bus) -> Result<(), WarehouseError> {
+    if WAREHOUSE_CALLS.fetch_add(1, Ordering::Relaxed) % 5 == 4 {
+        return Err(WarehouseError::Busy);
+    }
+    if order.items > 9 {
+        return Err(WarehouseError::OutOfStock { items: order.items });
+    }
+    bus.publish(StockReserved { order: order.id })
+        .map(|_| ())
+        .map_err(|_| WarehouseError::Busy)
+}
+
+#[subscriber(name = "shipping")]
+fn ship(reserved: &StockReserved) {
+    let _ = reserved.order;
+}
+
+/// A display that only cares about the latest prices: a tiny mailbox that drops the oldest.
+#[subscriber(capacity = 4, overflow = DropOldest, name = "ticker")]
+fn show_price(tick: &PriceTick) {
+    thread::sleep(Duration::from_micros(200));
+    let _ = (tick.symbol, tick.cents);
+}
+
+fn main() {
+    let bus = Bus::new();
+
+    thread::scope(|scope| {
+        for desk in 0..3u64 {
+            let bus = bus.clone();
+            scope.spawn(move || {
+                for n in 0..100u64 {
+                    let id = desk * 1000 + n;
+                    let items = u32::try_from((id * 7) % 12).unwrap_or(0);
+                    bus.publish(OrderPlaced {
+                        id,
+                        customer: n % 17,
+                        items,
+                    })
+                    .expect("the bus is open");
+                }
+            });
+        }
+        let feed = bus.clone();
+        scope.spawn(move || {
+            for cents in 0..2_000 {
+                feed.publish(PriceTick {
+                    symbol: "ACME",
+                    cents: 10_000 + cents,
+                })
+                .expect("the bus is open");
+            }
+        });
+    });
+
+    bus.close();
+
+    println!("{}", bus.stats());
+    println!();
+    let letters = bus.dead_letters();
+    println!("{} dead letter(s):", letters.len());
+    for letter in letters.iter().take(10) {
+        let order = letter.payload::<OrderPlaced>().map(|o| o.id);
+        println!("  {letter} (order {order:?})");
+    }
+    if letters.len() > 10 {
+        println!("  ... and {} more", letters.len() - 10);
+    }
+}

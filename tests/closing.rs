@@ -1,0 +1,216 @@
+//! Closing and unsubscribing: everything accepted is delivered, nothing after.
+
+mod support;
+
+use std::time::Duration;
+
+use eventbus::{Bus, Message, Options, PublishError, SubscribeError, Topic};
+use support::{Latch, Seen, Signal};
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+struct A(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+struct B(u64);
+
+#[test]
+fn publish_after_close_hands_the_message_back() {
+    let bus = Bus::builder().build();
+    bus.close();
+    assert!(bus.is_closed());
+    let error = bus.publish(A(5)).unwrap_err();
+    assert!(error.to_string().contains("closed"));
+    assert_eq!(error, PublishError::Closed(A(5)));
+    assert_eq!(error.into_inner(), Some(A(5)));
+}
+
+#[test]
+fn close_delivers_what_was_queued() {
+    let bus = Bus::builder().build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let seen = Seen::new();
+    let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
+    bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| {
+        if m.0 == 0 {
+            signal.send(0);
+            gate.wait();
+        }
+        record.push(m.0);
+    });
+    for i in 0..50 {
+        bus.publish(A(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    std::thread::scope(|scope| {
+        let closer = scope.spawn(|| bus.close());
+        release.open();
+        closer.join().unwrap();
+    });
+    assert_eq!(seen.get(), (0..50).collect::<Vec<_>>());
+}
+
+#[test]
+fn close_delivers_a_cascade_published_by_handlers_while_draining() {
+    let bus = Bus::builder().build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let (gate, signal, publisher) = (release.clone(), started.clone(), bus.clone());
+    // Small mailboxes, so the cascade really waits for room while the bus drains.
+    bus.subscribe::<A, _>(Options::default().capacity(1), move |m: &Message<A>| {
+        if m.0 == 1 {
+            signal.send(1);
+            gate.wait();
+        }
+        publisher.publish(B(m.0 * 10)).unwrap();
+        publisher.publish(B(m.0 * 10 + 1)).unwrap();
+    });
+    let seen = Seen::new();
+    let record = seen.clone();
+    bus.subscribe::<B, _>(Options::default().capacity(1), move |m: &Message<B>| {
+        record.push(m.0)
+    });
+    bus.publish(A(1)).unwrap();
+    assert_eq!(started.next(), 1);
+    bus.publish(A(2)).unwrap();
+    std::thread::scope(|scope| {
+        let closer = scope.spawn(|| bus.close());
+        // Exact: the close has begun (outside publishers are refused) before any B exists.
+        while !bus.is_closed() {
+            std::thread::yield_now();
+        }
+        assert!(bus.publish(A(3)).is_err());
+        release.open();
+        closer.join().unwrap();
+    });
+    assert_eq!(seen.get(), [10, 11, 20, 21]);
+    assert!(bus.publish(B(0)).is_err());
+}
+
+#[test]
+fn unsubscribe_delivers_what_was_queued_and_nothing_after() {
+    let bus = Bus::builder().build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let seen = Seen::new();
+    let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
+    let subscription = bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| {
+        if m.0 == 0 {
+            signal.send(0);
+            gate.wait();
+        }
+        record.push(m.0);
+    });
+    let everything = Seen::new();
+    let all = everything.clone();
+    bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| all.push(m.0));
+    for i in 0..5 {
+        bus.publish(A(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    std::thread::scope(|scope| {
+        let leaving = scope.spawn(move || subscription.unsubscribe());
+        release.open();
+        leaving.join().unwrap();
+    });
+    // Unsubscribe has returned: its worker has stopped, having delivered 0..5.
+    assert_eq!(seen.get(), [0, 1, 2, 3, 4]);
+    for i in 5..10 {
+        bus.publish(A(i)).unwrap();
+    }
+    bus.close();
+    assert_eq!(seen.get(), [0, 1, 2, 3, 4]);
+    assert_eq!(everything.get(), (0..10).collect::<Vec<_>>());
+    assert_eq!(bus.stats().subscriptions.len(), 1);
+}
+
+#[test]
+fn dropping_the_last_handle_closes_the_bus() {
+    let seen = Seen::new();
+    {
+        let bus = Bus::builder().build();
+        let record = seen.clone();
+        bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| record.push(m.0));
+        let clone = bus.clone();
+        for i in 0..20 {
+            clone.publish(A(i)).unwrap();
+        }
+        drop(bus);
+        clone.publish(A(20)).unwrap();
+    }
+    // The drop waited for every accepted message to be delivered.
+    assert_eq!(seen.get(), (0..=20).collect::<Vec<_>>());
+}
+
+#[test]
+fn close_from_inside_a_handler_starts_the_close_and_returns() {
+    let outer = Bus::builder().build();
+    let (tx, rx) = crossbeam_channel::bounded::<Bus>(1);
+    let closed = Signal::new();
+    let signal = closed.clone();
+    outer.subscribe::<A, _>(Options::default(), move |_: &Message<A>| {
+        let bus = rx.recv().unwrap();
+        bus.close();
+        signal.send(u64::from(bus.is_closed()));
+    });
+    tx.send(outer.clone()).unwrap();
+    outer.publish(A(1)).unwrap();
+    assert_eq!(closed.next(), 1);
+    outer.close();
+    assert!(outer.publish(A(2)).is_err());
+}
+
+#[test]
+fn close_timeout_returns_on_time_and_reports_a_hung_handler() {
+    let bus = Bus::builder().build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let (gate, signal) = (release.clone(), started.clone());
+    bus.subscribe::<A, _>(Options::default().name("hung"), move |m: &Message<A>| {
+        signal.send(m.0);
+        gate.wait();
+    });
+    let other = Seen::new();
+    let record = other.clone();
+    bus.subscribe::<A, _>(Options::default().name("fine"), move |m: &Message<A>| {
+        record.push(m.0)
+    });
+    for i in 0..4 {
+        bus.publish(A(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    let report = bus.close_timeout(Duration::from_millis(100));
+    assert!(!report.completed);
+    let unfinished: Vec<_> = report
+        .unfinished()
+        .map(|u| (u.name.as_str(), u.queued, u.in_handler))
+        .collect();
+    assert_eq!(unfinished, [("hung", 4, true)]);
+    assert_eq!(other.get(), [0, 1, 2, 3]);
+    assert!(bus.publish(A(9)).is_err());
+    release.open();
+}
+
+#[test]
+fn close_timeout_that_completes_says_so() {
+    let bus = Bus::builder().build();
+    bus.subscribe::<A, _>(Options::default(), |_: &Message<A>| {});
+    bus.publish(A(1)).unwrap();
+    let report = bus.close_timeout(Duration::from_secs(20));
+    assert!(report.completed);
+    assert_eq!(report.unfinished().count(), 0);
+}
+
+#[test]
+fn subscribing_to_a_closed_bus_is_an_error() {
+    let bus = Bus::builder().build();
+    bus.close();
+    let error = bus
+        .try_subscribe::<A, _>(Options::default().name("late"), |_: &Message<A>| {})
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::Closed { .. }));
+    assert_eq!(
+        error.to_string(),
+        "subscriber `late`: the bus is closed; nothing can subscribe"
+    );
+}

@@ -1,0 +1,228 @@
+//! Fan-out, isolation between subscribers, and one order per topic.
+
+mod support;
+
+use eventbus::{Bus, Message, Options, Topic};
+use support::{Latch, Seen, Signal};
+
+#[derive(Topic, Debug, Clone, PartialEq)]
+struct Order(u64);
+
+#[derive(Topic, Debug, Clone, PartialEq)]
+#[topic(name = "shipping.shipped")]
+struct Shipped(u64);
+
+#[test]
+fn every_subscriber_gets_every_message_of_its_topic_in_order_and_no_other() {
+    let bus = Bus::builder().build();
+    let first = Seen::new();
+    let second = Seen::new();
+    let shipped = Seen::new();
+    for seen in [first.clone(), second.clone()] {
+        bus.subscribe::<Order, _>(Options::default(), move |m: &Message<Order>| {
+            seen.push((m.seq(), m.0));
+        });
+    }
+    let record = shipped.clone();
+    bus.subscribe::<Shipped, _>(Options::default(), move |m: &Message<Shipped>| {
+        record.push((m.seq(), m.0));
+    });
+
+    for i in 0..100 {
+        assert_eq!(bus.publish(Order(i)).unwrap(), i);
+        if i % 10 == 0 {
+            bus.publish(Shipped(1000 + i)).unwrap();
+        }
+    }
+    bus.close();
+
+    let expected: Vec<_> = (0..100).map(|i| (i, i)).collect();
+    assert_eq!(first.get(), expected);
+    assert_eq!(second.get(), expected);
+    let expected: Vec<_> = (0..10).map(|i| (i, 1000 + 10 * i)).collect();
+    assert_eq!(shipped.get(), expected);
+}
+
+#[test]
+fn a_stuck_subscriber_does_not_hold_up_another() {
+    let bus = Bus::builder().build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let (stuck_release, stuck_started) = (release.clone(), started.clone());
+    bus.subscribe::<Order, _>(
+        Options::default().capacity(8).name("stuck"),
+        move |m: &Message<Order>| {
+            stuck_started.send(m.0);
+            stuck_release.wait();
+        },
+    );
+    let delivered = Signal::new();
+    let fast = delivered.clone();
+    bus.subscribe::<Order, _>(
+        Options::default().name("fast"),
+        move |m: &Message<Order>| fast.send(m.0),
+    );
+
+    for i in 0..5 {
+        bus.publish(Order(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    // The fast subscriber gets all five while the stuck one still holds message 0.
+    let got: Vec<_> = (0..5).map(|_| delivered.next()).collect();
+    assert_eq!(got, [0, 1, 2, 3, 4]);
+    let stuck = bus
+        .stats()
+        .subscriptions
+        .into_iter()
+        .find(|s| s.name == "stuck")
+        .unwrap();
+    assert_eq!((stuck.delivered, stuck.queued), (0, 5));
+    release.open();
+    bus.close();
+}
+
+#[test]
+fn many_publishers_give_every_subscriber_the_same_order() {
+    const THREADS: u64 = 4;
+    const EACH: u64 = 250;
+    let bus = Bus::builder().build();
+    let views: Vec<Seen<(u64, u64)>> = (0..2).map(|_| Seen::new()).collect();
+    for (i, seen) in views.iter().enumerate() {
+        let seen = seen.clone();
+        // Small mailboxes, so publishers really contend and wait.
+        let options = Options::default().capacity(4 + 5 * i);
+        bus.subscribe::<Order, _>(options, move |m: &Message<Order>| {
+            seen.push((m.seq(), m.0));
+        });
+    }
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let bus = bus.clone();
+            scope.spawn(move || {
+                for i in 0..EACH {
+                    bus.publish(Order(t * 1000 + i)).unwrap();
+                }
+            });
+        }
+    });
+    bus.close();
+
+    let first = views[0].get();
+    let second = views[1].get();
+    assert_eq!(first.len() as u64, THREADS * EACH);
+    assert_eq!(first, second, "two subscribers saw different orders");
+    // Seqs run from 0 with no gaps; each publisher's own messages keep their order.
+    assert!(first
+        .iter()
+        .enumerate()
+        .all(|(i, (seq, _))| *seq == i as u64));
+    for t in 0..THREADS {
+        let own: Vec<_> = first
+            .iter()
+            .map(|(_, v)| *v)
+            .filter(|v| v / 1000 == t)
+            .collect();
+        assert_eq!(own, (0..EACH).map(|i| t * 1000 + i).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn a_message_is_shared_not_cloned() {
+    #[derive(Topic)]
+    struct NotClone(std::sync::Arc<()>);
+
+    let bus = Bus::builder().build();
+    let token = std::sync::Arc::new(());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for _ in 0..3 {
+        let tx = tx.clone();
+        bus.subscribe::<NotClone, _>(Options::default(), move |m: &Message<NotClone>| {
+            tx.send(std::sync::Arc::as_ptr(&m.0) as usize).unwrap();
+        });
+    }
+    bus.publish(NotClone(token.clone())).unwrap();
+    bus.close();
+    let seen: Vec<usize> = rx.try_iter().collect();
+    assert_eq!(seen, vec![std::sync::Arc::as_ptr(&token) as usize; 3]);
+    // The bus let go of the message once everyone had it.
+    assert_eq!(std::sync::Arc::strong_count(&token), 1);
+}
+
+#[test]
+fn derived_topics_have_names_for_every_shape() {
+    #[derive(Topic)]
+    struct Unit;
+    #[derive(Topic)]
+    #[allow(dead_code)]
+    struct Tuple(u8, u16);
+    #[derive(Topic)]
+    #[allow(dead_code)]
+    enum Payment {
+        Card { last4: u16 },
+        Cash,
+    }
+    #[derive(Topic)]
+    struct Envelope<T>(T);
+    #[derive(Topic)]
+    #[topic(name = "batch")]
+    struct Batch<T, const N: usize>([T; N]);
+
+    assert_eq!(Unit::name(), "Unit");
+    assert_eq!(Tuple::name(), "Tuple");
+    assert_eq!(Payment::name(), "Payment");
+    assert_eq!(Shipped::name(), "shipping.shipped");
+    assert_eq!(Envelope::<u8>::name(), "Envelope<u8>");
+    assert_eq!(
+        Envelope::<String>::name(),
+        "Envelope<alloc::string::String>"
+    );
+    assert_eq!(Batch::<u8, 3>::name(), "batch<u8, 3>");
+}
+
+#[test]
+fn each_instantiation_of_a_generic_topic_is_its_own_topic() {
+    #[derive(Topic)]
+    struct Envelope<T>(T);
+
+    let bus = Bus::builder().build();
+    let numbers = Seen::new();
+    let record = numbers.clone();
+    bus.subscribe::<Envelope<u32>, _>(Options::default(), move |m: &Message<Envelope<u32>>| {
+        record.push((m.topic(), m.seq(), m.0))
+    });
+    bus.publish(Envelope("ignored")).unwrap();
+    bus.publish(Envelope(7u32)).unwrap();
+    bus.publish(Envelope(8u32)).unwrap();
+    bus.close();
+    assert_eq!(
+        numbers.get(),
+        [("Envelope<u32>", 0, 7), ("Envelope<u32>", 1, 8)]
+    );
+}
+
+#[test]
+fn enum_variants_share_one_order() {
+    #[derive(Topic, Debug, Clone, PartialEq)]
+    enum Payment {
+        Card(u64),
+        Cash(u64),
+    }
+    let bus = Bus::builder().build();
+    let seen = Seen::new();
+    let record = seen.clone();
+    bus.subscribe::<Payment, _>(Options::default(), move |m: &Message<Payment>| {
+        record.push((m.seq(), (**m).clone()))
+    });
+    bus.publish(Payment::Card(1)).unwrap();
+    bus.publish(Payment::Cash(2)).unwrap();
+    bus.publish(Payment::Card(3)).unwrap();
+    bus.close();
+    assert_eq!(
+        seen.get(),
+        [
+            (0, Payment::Card(1)),
+            (1, Payment::Cash(2)),
+            (2, Payment::Card(3))
+        ]
+    );
+}

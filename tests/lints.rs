@@ -1,0 +1,60 @@
+//! Code that uses the macros stays clean under strict lints (clippy's too, when CI runs
+//! `cargo clippy --all-targets`), and under `no_implicit_prelude`.
+#![deny(
+    warnings,
+    missing_docs,
+    unreachable_pub,
+    rust_2018_idioms,
+    unused_qualifications
+)]
+#![deny(clippy::all, clippy::pedantic)]
+
+/// Topics and subscribers in a module without the prelude: the expansions name everything
+/// by absolute path.
+#[no_implicit_prelude]
+pub mod shop {
+    use ::eventbus::{subscriber, Bus, Message, Topic};
+
+    /// An order.
+    #[derive(Topic, Debug)]
+    #[topic(name = "lints.order")]
+    pub struct Order(pub u64);
+
+    /// A generic topic.
+    #[derive(Topic, Debug)]
+    pub struct Envelope<T, const N: usize>(pub [T; N]);
+
+    /// A subscriber.
+    ///
+    /// # Errors
+    ///
+    /// For order zero.
+    #[subscriber(capacity = 8, overflow = DropNewest, retries = 1, backoff = "1ms")]
+    pub fn audit(order: &Order) -> ::core::result::Result<(), &'static str> {
+        if order.0 == 0 {
+            ::core::result::Result::Err("order zero")
+        } else {
+            ::core::result::Result::Ok(())
+        }
+    }
+
+    /// Another.
+    #[subscriber(name = "lints.forward")]
+    pub fn forward(order: &Message<Order>, bus: &Bus) {
+        let _ = bus.publish(Envelope([order.seq(); 2]));
+    }
+}
+
+#[test]
+fn the_lint_clean_subscribers_run() {
+    use eventbus::Topic;
+
+    let bus = eventbus::Bus::builder()
+        .registered_in("lints::shop")
+        .build();
+    bus.publish(shop::Order(0)).unwrap();
+    bus.close();
+    assert_eq!(bus.stats().subscriptions.len(), 2);
+    assert_eq!(bus.dead_letters()[0].error(), "order zero");
+    assert_eq!(shop::Envelope::<u64, 2>::name(), "Envelope<u64, 2>");
+}

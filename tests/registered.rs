@@ -1,0 +1,141 @@
+//! `#[subscriber]` functions: collected at startup, started by the builder, with the options
+//! their attribute gives.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use eventbus::{subscriber, Bus, Message, Overflow, Topic};
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(name = "orders.placed")]
+pub struct OrderPlaced {
+    pub id: u64,
+    pub customer: u64,
+}
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+pub struct StockReserved(u64);
+
+#[derive(Debug)]
+pub struct MailError(u64);
+
+impl std::fmt::Display for MailError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "customer {} has no address", self.0)
+    }
+}
+
+mod shop {
+    use super::*;
+
+    pub(crate) static EMAILS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    pub(crate) static RESERVED: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+    pub(crate) static CONFIRMED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+    #[subscriber(capacity = 100, overflow = DropOldest, retries = 3, backoff = "1ms")]
+    fn send_email(order: &OrderPlaced) -> Result<(), MailError> {
+        if order.customer == 0 {
+            return Err(MailError(order.customer));
+        }
+        EMAILS.lock().unwrap().push(order.id);
+        Ok(())
+    }
+
+    #[subscriber]
+    fn reserve_stock(order: &Message<OrderPlaced>, bus: &Bus) {
+        RESERVED.lock().unwrap().push((order.seq(), order.id));
+        bus.publish(StockReserved(order.id)).unwrap();
+    }
+
+    #[subscriber(name = "warehouse.confirm", capacity = 1)]
+    fn confirm(reserved: &StockReserved) {
+        CONFIRMED.lock().unwrap().push(reserved.0);
+    }
+}
+
+mod elsewhere {
+    use super::*;
+
+    pub(crate) static CALLS: Mutex<u64> = Mutex::new(0);
+
+    #[subscriber]
+    fn never_started_by_the_shop_tests(_: &OrderPlaced) {
+        *CALLS.lock().unwrap() += 1;
+    }
+}
+
+#[test]
+fn registered_subscribers_run_with_their_options() {
+    let bus = Bus::builder().registered_in("registered::shop").build();
+    for id in 1..=3 {
+        bus.publish(OrderPlaced {
+            id,
+            customer: id % 3,
+        })
+        .unwrap();
+    }
+    bus.close();
+
+    assert_eq!(*shop::EMAILS.lock().unwrap(), [1, 2]);
+    assert_eq!(*shop::RESERVED.lock().unwrap(), [(0, 1), (1, 2), (2, 3)]);
+    // Published by a handler through its `&Bus`, and delivered before close returned.
+    assert_eq!(*shop::CONFIRMED.lock().unwrap(), [1, 2, 3]);
+    assert_eq!(*elsewhere::CALLS.lock().unwrap(), 0);
+
+    let stats = bus.stats();
+    let names: Vec<_> = stats
+        .subscriptions
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "registered::shop::reserve_stock",
+            "registered::shop::send_email",
+            "warehouse.confirm"
+        ]
+    );
+    let email = &stats.subscriptions[1];
+    assert_eq!(
+        (email.topic, email.capacity, email.overflow),
+        ("orders.placed", 100, Overflow::DropOldest)
+    );
+    assert_eq!(
+        (email.delivered, email.retried, email.dead_lettered),
+        (2, 3, 1)
+    );
+    assert_eq!(stats.subscriptions[2].capacity, 1);
+
+    let letters = bus.dead_letters();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].error(), "customer 0 has no address");
+    assert_eq!(letters[0].attempts(), 4);
+    assert_eq!(letters[0].payload::<OrderPlaced>().unwrap().id, 3);
+}
+
+#[test]
+fn a_builder_starts_no_registered_subscriber_unless_told() {
+    let bus = Bus::builder().build();
+    assert!(bus.stats().subscriptions.is_empty());
+    bus.close();
+    // A prefix is a whole module path: `registered::sho` is not `registered::shop`.
+    let bus = Bus::builder().registered_in("registered::sho").build();
+    assert!(bus.stats().subscriptions.is_empty());
+    bus.close();
+}
+
+#[test]
+fn bus_new_starts_every_registered_subscriber() {
+    let bus = Bus::new();
+    let names: Vec<_> = bus
+        .stats()
+        .subscriptions
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains(&"registered::elsewhere::never_started_by_the_shop_tests".to_owned()));
+    // Published nothing, so the other tests' statics are untouched.
+    assert!(bus.close_timeout(Duration::from_secs(20)).completed);
+}

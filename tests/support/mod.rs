@@ -1,0 +1,85 @@
+//! Exact synchronisation for the tests: a handler that stops until the test lets it go, and
+//! a recorder of what each subscriber saw.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+/// How long a test waits for something that must happen before calling it a failure.
+/// Never a synchronisation: every wait below ends as soon as its event happens.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A latch: `wait` blocks until `open` (or the `Latch` is dropped).
+#[derive(Clone)]
+pub struct Latch {
+    tx: Arc<Mutex<Option<Sender<()>>>>,
+    rx: Receiver<()>,
+}
+
+impl Latch {
+    pub fn new() -> Self {
+        let (tx, rx) = crossbeam_channel::bounded(0);
+        Latch {
+            tx: Arc::new(Mutex::new(Some(tx))),
+            rx,
+        }
+    }
+
+    pub fn open(&self) {
+        self.tx.lock().unwrap().take();
+    }
+
+    pub fn wait(&self) {
+        let _ = self.rx.recv();
+    }
+}
+
+/// Signals from handlers to the test: "I have started message N".
+#[derive(Clone)]
+pub struct Signal {
+    tx: Sender<u64>,
+    rx: Receiver<u64>,
+}
+
+impl Signal {
+    pub fn new() -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Signal { tx, rx }
+    }
+
+    pub fn send(&self, value: u64) {
+        self.tx.send(value).unwrap();
+    }
+
+    /// Whether nothing has been sent (and not yet taken).
+    pub fn rx_is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
+    /// The next value sent; panics if none comes in `PATIENCE`.
+    pub fn next(&self) -> u64 {
+        self.rx
+            .recv_timeout(PATIENCE)
+            .expect("the handler never signalled")
+    }
+}
+
+/// Collects what a subscriber saw, in order.
+#[derive(Clone, Default)]
+pub struct Seen<T>(Arc<Mutex<Vec<T>>>);
+
+impl<T: Clone> Seen<T> {
+    pub fn new() -> Self {
+        Seen(Arc::new(Mutex::new(Vec::new())))
+    }
+
+    pub fn push(&self, value: T) {
+        self.0.lock().unwrap().push(value);
+    }
+
+    pub fn get(&self) -> Vec<T> {
+        self.0.lock().unwrap().clone()
+    }
+}

@@ -1,0 +1,6 @@
+use eventbus::{subscriber, Topic};
+
+#[subscriber]
+fn handle<T: Topic>(_: &T) {}
+
+fn main() {}

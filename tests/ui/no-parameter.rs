@@ -1,0 +1,6 @@
+use eventbus::subscriber;
+
+#[subscriber]
+fn handle() {}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use eventbus::subscriber;
+
+pub struct NotATopic;
+
+#[subscriber]
+fn handle(_: &NotATopic) {}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use eventbus::{subscriber, Topic};
+
+#[derive(Topic)]
+pub struct Ping;
+
+pub struct Service;
+
+impl Service {
+    #[subscriber]
+    fn handle(&self) {}
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use eventbus::{Bus, Message, Options};
+
+pub struct NotATopic;
+
+fn main() {
+    let bus = Bus::builder().build();
+    bus.subscribe::<NotATopic, _>(Options::default(), |_: &Message<NotATopic>| {});
+}

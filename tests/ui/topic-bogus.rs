@@ -1,0 +1,7 @@
+use eventbus::Topic;
+
+#[derive(Topic)]
+#[topic(bogus)]
+pub struct Ping;
+
+fn main() {}

@@ -1,0 +1,6 @@
+use eventbus::Topic;
+
+#[derive(Topic)]
+pub struct Borrowed<'a>(&'a str);
+
+fn main() {}
