@@ -158,6 +158,11 @@ impl Bus {
     ///
     /// [`PublishError::Closed`], with the message, once the bus is closing; handlers of this
     /// bus may still publish while it drains.
+    ///
+    /// [`PublishError::WouldDeadlock`], with the message, when a handler publishes into a
+    /// full `Block` mailbox whose worker is waiting, directly or through other handlers'
+    /// publishes, for this handler's own subscription: its own full mailbox, or a cycle such
+    /// as A → B → A. Waiting there could never end, so nothing is published.
     pub fn publish<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
         self.inner.publish(message, None)
     }
@@ -333,9 +338,8 @@ impl Inner {
         payload: T,
         deadline: Option<Instant>,
     ) -> Result<u64, PublishError<T>> {
-        let (accepted, drained) = self
-            .lifecycle
-            .begin(|| worker::current_subscription(self.id).is_some());
+        let publisher = worker::current(self.id);
+        let (accepted, drained) = self.lifecycle.begin(|| publisher.is_some());
         if !accepted {
             if drained {
                 self.finish_close();
@@ -343,7 +347,15 @@ impl Inner {
             return Err(PublishError::Closed(payload));
         }
         let topic = self.topic::<T>();
-        let hand_out = typed::<T>(&*topic).publish(payload, deadline, &self.lifecycle);
+        let published =
+            typed::<T>(&*topic).publish(payload, deadline, &self.lifecycle, publisher.as_ref());
+        let hand_out = match published {
+            Ok(hand_out) => hand_out,
+            Err(payload) => {
+                self.finish_work(1);
+                return Err(PublishError::WouldDeadlock(payload));
+            }
+        };
         self.finish_work(1 + hand_out.released);
         let seq = hand_out.seq;
         if hand_out.abandoned > 0 {

@@ -12,6 +12,10 @@ pub enum PublishError<T> {
     /// The bus is closed (or closing, for publishers outside its handlers); the message was
     /// not accepted and is handed back.
     Closed(T),
+    /// A handler published into a full `Block` mailbox whose worker waits, directly or
+    /// through other handlers, for the publishing handler itself: waiting could never end.
+    /// The message was not published and is handed back.
+    WouldDeadlock(T),
     /// [`Bus::publish_timeout`](crate::Bus::publish_timeout): the message was numbered and
     /// delivered to the mailboxes that had room, but `missed` `Block` subscribers still had
     /// none at the deadline; each of them counted it as dropped.
@@ -35,7 +39,7 @@ impl<T> PublishError<T> {
     /// The message, if the bus did not accept it.
     pub fn into_inner(self) -> Option<T> {
         match self {
-            PublishError::Closed(message) => Some(message),
+            PublishError::Closed(message) | PublishError::WouldDeadlock(message) => Some(message),
             PublishError::Timeout { .. } | PublishError::Abandoned { .. } => None,
         }
     }
@@ -45,6 +49,7 @@ impl<T> fmt::Debug for PublishError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PublishError::Closed(_) => f.write_str("Closed(..)"),
+            PublishError::WouldDeadlock(_) => f.write_str("WouldDeadlock(..)"),
             PublishError::Timeout { seq, missed } => f
                 .debug_struct("Timeout")
                 .field("seq", seq)
@@ -65,6 +70,11 @@ impl<T> fmt::Display for PublishError<T> {
             PublishError::Closed(_) => {
                 f.write_str("the bus is closed; the message was not published and is handed back")
             }
+            PublishError::WouldDeadlock(_) => f.write_str(
+                "a handler's publish would wait forever: a `Block` subscriber of this topic has \
+                 a full mailbox and waits (directly or through other handlers) for this \
+                 handler's own subscription; the message was not published and is handed back",
+            ),
             PublishError::Timeout { seq, missed } => write!(
                 f,
                 "message {seq} timed out waiting for room: {missed} subscriber(s) missed it \

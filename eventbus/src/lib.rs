@@ -82,6 +82,7 @@
 mod builder;
 mod bus;
 mod dead_letter;
+mod deadlock;
 mod error;
 mod handler;
 mod lifecycle;

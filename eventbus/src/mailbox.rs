@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, TrySendError};
 
+use crate::deadlock::TopicWaits;
 use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
 use crate::{Message, Overflow};
@@ -75,12 +76,18 @@ where
 }
 
 impl<T> Outbox<T> {
+    /// Whether a publish would have to wait here: a `Block` mailbox with no room.
+    pub(crate) fn would_block(&self) -> bool {
+        self.core.options.overflow == Overflow::Block && self.tx.is_full()
+    }
+
     /// Offers one message, waiting for room (with `Block`) until `deadline` or a forced stop.
     pub(crate) fn offer(
         &self,
         message: &Arc<Message<T>>,
         deadline: Option<Instant>,
         stop: &Receiver<()>,
+        waits: &TopicWaits,
     ) -> Offer {
         let accepting = self.core.accepting.lock();
         if !*accepting {
@@ -89,7 +96,7 @@ impl<T> Outbox<T> {
         let counters = &self.core.counters;
         Counters::bump(&counters.received);
         let offer = match self.core.options.overflow {
-            Overflow::Block => self.send_blocking(Arc::clone(message), deadline, stop),
+            Overflow::Block => self.send_blocking(Arc::clone(message), deadline, stop, waits),
             Overflow::DropNewest => match self.tx.try_send(Arc::clone(message)) {
                 Ok(()) => Offer::Accepted { evicted: 0 },
                 Err(TrySendError::Full(_)) => Offer::Dropped,
@@ -116,6 +123,7 @@ impl<T> Outbox<T> {
         message: Arc<Message<T>>,
         deadline: Option<Instant>,
         stop: &Receiver<()>,
+        waits: &TopicWaits,
     ) -> Offer {
         let message = match self.tx.try_send(message) {
             Ok(()) => return Offer::Accepted { evicted: 0 },
@@ -126,12 +134,12 @@ impl<T> Outbox<T> {
         let mut select = Select::new();
         let send = select.send(&self.tx);
         select.recv(stop);
-        let operation = match deadline {
-            None => select.select(),
-            Some(deadline) => match select.select_deadline(deadline) {
-                Ok(operation) => operation,
-                Err(_) => return Offer::TimedOut,
-            },
+        let selected = waits.waiting_on(&self.core, || match deadline {
+            None => Some(select.select()),
+            Some(deadline) => select.select_deadline(deadline).ok(),
+        });
+        let Some(operation) = selected else {
+            return Offer::TimedOut;
         };
         if operation.index() == send {
             match operation.send(&self.tx, message) {

@@ -9,6 +9,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use crate::bus::Inner;
+use crate::deadlock::Waits;
 use crate::stats::Counters;
 use crate::{Options, SubscriptionStats};
 
@@ -24,6 +25,9 @@ pub(crate) struct SubscriptionCore {
     /// Whether the mailbox takes messages. Held by a publisher for the whole of one hand-out
     /// to this mailbox; `retire` sets it false once, after which nothing more arrives.
     pub(crate) accepting: Mutex<bool>,
+    /// What this subscription's worker waits on while its handler publishes: set and cleared
+    /// by that worker, read by others looking for a wait that can never end (`deadlock.rs`).
+    pub(crate) waits: Mutex<Waits>,
     /// Dropped by `retire` to wake the worker (see `Inbox::next`).
     retire: Mutex<Option<Sender<()>>>,
     /// The mailbox, type-erased, for counting what is queued.
@@ -57,6 +61,7 @@ impl SubscriptionCore {
             counters: Counters::default(),
             busy: AtomicBool::new(false),
             accepting: Mutex::new(true),
+            waits: Mutex::new(Waits::default()),
             retire: Mutex::new(Some(retire)),
             queue: Box::new(queue),
         }

@@ -11,8 +11,10 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use crate::deadlock::{self, TopicWaits};
 use crate::lifecycle::Lifecycle;
 use crate::mailbox::{Offer, Outbox};
+use crate::subscription::SubscriptionCore;
 use crate::Message;
 
 /// A type whose values can be published on a [`Bus`](crate::Bus).
@@ -82,6 +84,8 @@ pub(crate) struct TopicState<T> {
     /// The mailboxes, copy-on-write.
     subscribers: Mutex<Arc<Vec<Arc<Outbox<T>>>>>,
     published: AtomicU64,
+    /// What the order lock's holder waits on (see `deadlock.rs`).
+    waits: Arc<TopicWaits>,
 }
 
 /// What one publish did.
@@ -102,18 +106,35 @@ impl<T: Topic> TopicState<T> {
             next_seq: Mutex::new(0),
             subscribers: Mutex::new(Arc::new(Vec::new())),
             published: AtomicU64::new(0),
+            waits: Arc::default(),
         }
     }
 
     /// Numbers `payload` and hands it to every mailbox, as one step under the order lock.
+    ///
+    /// `publisher` is the subscription whose handler is publishing, if any; the payload comes
+    /// back, unpublished, when waiting for room could never end (see `deadlock.rs`).
     pub(crate) fn publish(
         &self,
         payload: T,
         deadline: Option<Instant>,
         lifecycle: &Lifecycle,
-    ) -> HandOut {
-        let mut next_seq = self.next_seq.lock();
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<HandOut, T> {
+        let Ok(mut next_seq) = deadlock::lock_order(&self.next_seq, &self.waits, publisher) else {
+            return Err(payload);
+        };
         let subscribers = Arc::clone(&self.subscribers.lock());
+        // Checked before numbering, so a refused message leaves no trace. Only this thread
+        // adds to these mailboxes while it holds the order lock, so a mailbox full now can
+        // only get emptier.
+        let _recorded = match publisher {
+            Some(publisher) => match deadlock::check_room(publisher, &subscribers) {
+                Ok(recorded) => Some(recorded),
+                Err(deadlock::WouldDeadlock) => return Err(payload),
+            },
+            None => None,
+        };
         let seq = *next_seq;
         *next_seq += 1;
         self.published.fetch_add(1, Relaxed);
@@ -122,13 +143,13 @@ impl<T: Topic> TopicState<T> {
             ..HandOut::default()
         };
         if subscribers.is_empty() {
-            return hand_out;
+            return Ok(hand_out);
         }
         let message = Arc::new(Message::new(seq, self.name, payload));
         // Counted before any worker can finish it, so the count never dips below the truth.
         lifecycle.add_work(subscribers.len());
         for outbox in subscribers.iter() {
-            match outbox.offer(&message, deadline, lifecycle.stop_signal()) {
+            match outbox.offer(&message, deadline, lifecycle.stop_signal(), &self.waits) {
                 Offer::Accepted { evicted } => hand_out.released += evicted,
                 Offer::Dropped | Offer::Retired => hand_out.released += 1,
                 Offer::TimedOut => {
@@ -141,7 +162,7 @@ impl<T: Topic> TopicState<T> {
                 }
             }
         }
-        hand_out
+        Ok(hand_out)
     }
 
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {

@@ -1,7 +1,7 @@
 //! Workers: one thread per subscription that takes messages from its mailbox in order and
 //! runs the handler, retrying in place and keeping a dead letter when it gives up.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
@@ -14,14 +14,23 @@ use crate::{Bus, Message};
 
 thread_local! {
     /// The bus and subscription whose worker this thread is, if any.
-    static CURRENT: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+    static CURRENT: RefCell<Option<(u64, Arc<SubscriptionCore>)>> = const { RefCell::new(None) };
 }
 
 /// The subscription whose worker the calling thread is, if it is one of bus `bus`'s.
+pub(crate) fn current(bus: u64) -> Option<Arc<SubscriptionCore>> {
+    CURRENT.with(|current| match &*current.borrow() {
+        Some((of, core)) if *of == bus => Some(Arc::clone(core)),
+        _ => None,
+    })
+}
+
+/// The id of the subscription whose worker the calling thread is, if one of bus `bus`'s.
 pub(crate) fn current_subscription(bus: u64) -> Option<u64> {
-    CURRENT
-        .with(Cell::get)
-        .and_then(|(of, subscription)| (of == bus).then_some(subscription))
+    CURRENT.with(|current| match &*current.borrow() {
+        Some((of, core)) if *of == bus => Some(core.id),
+        _ => None,
+    })
 }
 
 pub(crate) fn run<T, H>(mut inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
@@ -29,7 +38,7 @@ where
     T: Send + Sync + 'static,
     H: FnMut(&Message<T>, &Bus) -> Result<(), String>,
 {
-    CURRENT.with(|current| current.set(Some((bus.inner.id, core.id))));
+    CURRENT.with(|current| *current.borrow_mut() = Some((bus.inner.id, Arc::clone(&core))));
     let lifecycle = &bus.inner.lifecycle;
     while let Some(message) = inbox.next(lifecycle.stopped()) {
         core.busy.store(true, SeqCst);
