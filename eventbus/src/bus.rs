@@ -80,6 +80,9 @@ pub(crate) struct Inner {
     next_subscription: AtomicU64,
 }
 
+/// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
+type Slot = [usize; 2];
+
 struct Entry {
     core: Arc<SubscriptionCore>,
     topic: Arc<dyn AnyTopic>,
@@ -180,7 +183,8 @@ impl Bus {
         message: T,
         timeout: Duration,
     ) -> Result<u64, PublishError<T>> {
-        self.inner.publish(message, Some(Instant::now() + timeout))
+        self.inner
+            .publish(message, Instant::now().checked_add(timeout))
     }
 
     /// Starts a subscription of `T` with a handler of its own.
@@ -260,7 +264,7 @@ impl Bus {
     /// the report lists, per subscription, what was still queued. A handler still running is
     /// left to finish on its own thread.
     pub fn close_timeout(&self, timeout: Duration) -> CloseReport {
-        self.inner.close(Some(Instant::now() + timeout))
+        self.inner.close(Instant::now().checked_add(timeout))
     }
 
     /// Whether the bus has stopped accepting publishes from outside its handlers.
@@ -404,6 +408,17 @@ impl Inner {
         };
         if options.capacity == 0 || options.capacity > MAX_CAPACITY {
             return Err(SubscribeError::Capacity {
+                name: name.to_string(),
+                capacity: options.capacity,
+            });
+        }
+        // A mailbox allocates every slot up front; an allocation that fails would abort the
+        // process, so make sure now that it can succeed.
+        if Vec::<Slot>::new()
+            .try_reserve_exact(options.capacity)
+            .is_err()
+        {
+            return Err(SubscribeError::OutOfMemory {
                 name: name.to_string(),
                 capacity: options.capacity,
             });

@@ -102,6 +102,13 @@ pub enum SubscribeError {
         /// The capacity asked for.
         capacity: usize,
     },
+    /// The mailbox's slots (16 bytes each) could not be allocated.
+    OutOfMemory {
+        /// The subscriber's name.
+        name: String,
+        /// The capacity asked for.
+        capacity: usize,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -125,6 +132,12 @@ impl fmt::Display for SubscribeError {
                  from 1 to {} messages",
                 crate::MAX_CAPACITY
             ),
+            SubscribeError::OutOfMemory { name, capacity } => write!(
+                f,
+                "subscriber `{name}`: a mailbox of {capacity} messages needs {} bytes, which \
+                 could not be allocated; ask for a smaller capacity",
+                capacity.saturating_mul(16)
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -145,7 +158,9 @@ impl std::error::Error for SubscribeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SubscribeError::Spawn { source, .. } => Some(source),
-            SubscribeError::Capacity { .. } | SubscribeError::Closed { .. } => None,
+            SubscribeError::Capacity { .. }
+            | SubscribeError::OutOfMemory { .. }
+            | SubscribeError::Closed { .. } => None,
         }
     }
 }

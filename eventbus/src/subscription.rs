@@ -131,8 +131,11 @@ impl Subscription {
     ///
     /// Called from the subscription's own handler it cannot wait for itself: the worker stops
     /// once that handler returns and the mailbox is empty.
-    pub fn unsubscribe(self) {
+    ///
+    /// Returns the subscription's final stats; it leaves [`Bus::stats`](crate::Bus::stats).
+    pub fn unsubscribe(self) -> SubscriptionStats {
         self.inner.unsubscribe(&self.core);
+        self.core.stats()
     }
 }
 
