@@ -175,23 +175,41 @@ impl<T> Outbox<T> {
 impl<T> Inbox<T> {
     /// The next message, or `None` once the subscription is retired and empty, or the bus was
     /// stopped.
-    pub(crate) fn next(&mut self, stopped: &AtomicBool) -> Option<Arc<Message<T>>> {
-        if stopped.load(SeqCst) {
-            return None;
-        }
-        match self.rx.try_recv() {
-            Ok(message) => return Some(message),
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) if self.retired => return None,
-            Err(TryRecvError::Empty) => {}
-        }
-        crossbeam_channel::select! {
-            recv(self.rx) -> message => message.ok(),
-            recv(self.retire) -> _ => {
-                self.retired = true;
-                self.rx.try_recv().ok()
+    ///
+    /// `busy` is raised before a message leaves the mailbox and stays up while the worker
+    /// holds it (the worker lowers it when done), so "in the mailbox or in hand", what stats
+    /// call queued, never reads low. Waiting for a message therefore only waits for one to be
+    /// *ready* and then takes it with `busy` up.
+    pub(crate) fn next(
+        &mut self,
+        stopped: &AtomicBool,
+        busy: &AtomicBool,
+    ) -> Option<Arc<Message<T>>> {
+        loop {
+            if stopped.load(SeqCst) {
+                return None;
             }
-            recv(self.stop) -> _ => None,
+            busy.store(true, SeqCst);
+            match self.rx.try_recv() {
+                Ok(message) => return Some(message),
+                Err(TryRecvError::Disconnected) => {
+                    busy.store(false, SeqCst);
+                    return None;
+                }
+                Err(TryRecvError::Empty) => busy.store(false, SeqCst),
+            }
+            if self.retired {
+                return None;
+            }
+            let mut ready = Select::new();
+            ready.recv(&self.rx);
+            let retire = ready.recv(&self.retire);
+            let stop = ready.recv(&self.stop);
+            match ready.ready() {
+                i if i == retire => self.retired = true,
+                i if i == stop => return None,
+                _ => {}
+            }
         }
     }
 }

@@ -40,8 +40,7 @@ where
 {
     CURRENT.with(|current| *current.borrow_mut() = Some((bus.inner.id, Arc::clone(&core))));
     let lifecycle = &bus.inner.lifecycle;
-    while let Some(message) = inbox.next(lifecycle.stopped()) {
-        core.busy.store(true, SeqCst);
+    while let Some(message) = inbox.next(lifecycle.stopped(), &core.busy) {
         deliver(&core, &bus, &mut handler, message);
         core.busy.store(false, SeqCst);
         bus.inner.finish_work(1);

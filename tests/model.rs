@@ -1,0 +1,483 @@
+//! Model-based test: random programs of subscribe, unsubscribe, publish (from 1-4 threads),
+//! stall and release a handler, handlers that fail or panic on chosen messages, and a close
+//! or close_timeout, run against the bus and checked against a simple model.
+//!
+//! `EVENTBUS_MODEL_CASES` sets the number of programs (default 256).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eventbus::{Bus, Message, Options, Overflow, Subscription, SubscriptionStats, Topic};
+use proptest::prelude::*;
+use support::{Latch, Signal, PATIENCE};
+
+#[derive(Topic, Debug)]
+struct Ev<const T: usize> {
+    value: u64,
+}
+
+const TOPICS: usize = 2;
+
+/// Messages whose value is 3 mod 7 always fail; 5 mod 11 always panic.
+fn fails(value: u64) -> bool {
+    value % 7 == 3 || value % 11 == 5
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Subscribe {
+        topic: usize,
+        capacity: usize,
+        overflow: Overflow,
+        retries: u32,
+    },
+    Unsubscribe {
+        which: usize,
+    },
+    Publish {
+        topic: usize,
+        count: u64,
+        threads: u64,
+    },
+    /// Stall a `DropOldest`/`DropNewest` subscriber exactly: idle, then stuck on one message.
+    Stall {
+        which: usize,
+    },
+    Release {
+        which: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Close,
+    CloseTimeout,
+    /// close_timeout while stalled handlers still hold their mailboxes.
+    ForcedWhileStalled,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let overflow = prop_oneof![
+        Just(Overflow::Block),
+        Just(Overflow::DropOldest),
+        Just(Overflow::DropNewest)
+    ];
+    prop_oneof![
+        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32).prop_map(|(topic, capacity, overflow, retries)| {
+            Op::Subscribe { topic, capacity, overflow, retries }
+        }),
+        1 => any::<usize>().prop_map(|which| Op::Unsubscribe { which }),
+        4 => (0..TOPICS, 1..=12u64, 1..=4u64).prop_map(|(topic, count, threads)| Op::Publish { topic, count, threads }),
+        2 => any::<usize>().prop_map(|which| Op::Stall { which }),
+        2 => any::<usize>().prop_map(|which| Op::Release { which }),
+    ]
+}
+
+fn ending() -> impl Strategy<Value = Ending> {
+    prop_oneof![
+        Just(Ending::Close),
+        Just(Ending::CloseTimeout),
+        Just(Ending::ForcedWhileStalled)
+    ]
+}
+
+/// What a subscriber's handler saw, and the stall it may be asked to do.
+#[derive(Default)]
+struct Probe {
+    /// (seq, value) at each message's first attempt, in order.
+    seen: Mutex<Vec<(u64, u64)>>,
+    stall: Mutex<Option<(Signal, Latch)>>,
+}
+
+fn handler<const T: usize>(probe: Arc<Probe>) -> impl FnMut(&Message<Ev<T>>) -> Result<(), String> {
+    move |m: &Message<Ev<T>>| {
+        let first = {
+            let mut seen = probe.seen.lock().unwrap();
+            let first = seen.last().map(|last| last.0) != Some(m.seq());
+            if first {
+                seen.push((m.seq(), m.value));
+            }
+            first
+        };
+        if first {
+            let stall = probe.stall.lock().unwrap().take();
+            if let Some((started, release)) = stall {
+                started.send(m.seq());
+                release.wait();
+            }
+        }
+        if m.value % 11 == 5 {
+            panic!("boom {}", m.value);
+        }
+        if m.value % 7 == 3 {
+            return Err(format!("fail {}", m.value));
+        }
+        Ok(())
+    }
+}
+
+struct Sub {
+    name: String,
+    topic: usize,
+    overflow: Overflow,
+    capacity: usize,
+    probe: Arc<Probe>,
+    handle: Option<Subscription>,
+    /// The topic's seqs from `start` to `end` (exclusive) were published while subscribed.
+    start: u64,
+    end: Option<u64>,
+    /// An open stall: its latch and the first seq published while stalled.
+    stalled: Option<(Latch, u64)>,
+    /// Closed stall windows: [from, to).
+    windows: Vec<(u64, u64)>,
+    /// A window still stalled when the bus was force-closed.
+    abandoned: Option<(u64, u64)>,
+    final_stats: Option<SubscriptionStats>,
+}
+
+impl Sub {
+    fn live(&self) -> bool {
+        self.handle.is_some()
+    }
+
+    fn wait_idle(&self) {
+        let handle = self.handle.as_ref().unwrap();
+        while handle.stats().queued != 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+struct World {
+    bus: Bus,
+    subs: Vec<Sub>,
+    next_seq: [u64; TOPICS],
+    values: [HashMap<u64, u64>; TOPICS],
+    next_value: u64,
+}
+
+impl World {
+    fn publish(&mut self, topic: usize, count: u64, threads: u64) {
+        let first_value = self.next_value;
+        self.next_value += count;
+        let published: Vec<(u64, u64)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads.min(count))
+                .map(|t| {
+                    let bus = self.bus.clone();
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        let mut value = first_value + t;
+                        while value < first_value + count {
+                            let seq = match topic {
+                                0 => bus.publish(Ev::<0> { value }).map_err(|e| e.to_string()),
+                                _ => bus.publish(Ev::<1> { value }).map_err(|e| e.to_string()),
+                            }
+                            .unwrap();
+                            out.push((seq, value));
+                            value += threads.min(count);
+                        }
+                        out
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect()
+        });
+        for (seq, value) in published {
+            assert!(
+                self.values[topic].insert(seq, value).is_none(),
+                "seq {seq} given twice"
+            );
+        }
+        self.next_seq[topic] += count;
+        let mut seqs: Vec<_> = self.values[topic].keys().copied().collect();
+        seqs.sort_unstable();
+        assert_eq!(
+            seqs,
+            (0..self.next_seq[topic]).collect::<Vec<_>>(),
+            "seqs have gaps"
+        );
+    }
+
+    fn pick(&self, which: usize, fit: impl Fn(&Sub) -> bool) -> Option<usize> {
+        let fits: Vec<_> = (0..self.subs.len())
+            .filter(|&i| fit(&self.subs[i]))
+            .collect();
+        (!fits.is_empty()).then(|| fits[which % fits.len()])
+    }
+
+    fn release(&mut self, i: usize) {
+        let topic = self.subs[i].topic;
+        let (latch, from) = self.subs[i].stalled.take().unwrap();
+        self.subs[i].windows.push((from, self.next_seq[topic]));
+        latch.open();
+        // Drained before anything else is published, so the window's outcome is exact.
+        self.subs[i].wait_idle();
+    }
+
+    fn run(&mut self, op: &Op) {
+        match *op {
+            Op::Subscribe {
+                topic,
+                capacity,
+                overflow,
+                retries,
+            } => {
+                let name = format!("s{}", self.subs.len());
+                let probe = Arc::new(Probe::default());
+                let options = Options::default()
+                    .name(name.clone())
+                    .capacity(capacity)
+                    .overflow(overflow)
+                    .retries(retries)
+                    .backoff(Duration::ZERO);
+                let handle = match topic {
+                    0 => self
+                        .bus
+                        .subscribe::<Ev<0>, _>(options, handler::<0>(probe.clone())),
+                    _ => self
+                        .bus
+                        .subscribe::<Ev<1>, _>(options, handler::<1>(probe.clone())),
+                };
+                self.subs.push(Sub {
+                    name,
+                    topic,
+                    overflow,
+                    capacity,
+                    probe,
+                    handle: Some(handle),
+                    start: self.next_seq[topic],
+                    end: None,
+                    stalled: None,
+                    windows: Vec::new(),
+                    abandoned: None,
+                    final_stats: None,
+                });
+            }
+            Op::Unsubscribe { which } => {
+                if let Some(i) = self.pick(which, Sub::live) {
+                    if self.subs[i].stalled.is_some() {
+                        self.release(i);
+                    }
+                    let sub = &mut self.subs[i];
+                    sub.final_stats = Some(sub.handle.take().unwrap().unsubscribe());
+                    sub.end = Some(self.next_seq[sub.topic]);
+                }
+            }
+            Op::Publish {
+                topic,
+                count,
+                threads,
+            } => self.publish(topic, count, threads),
+            Op::Stall { which } => {
+                let fit =
+                    |s: &Sub| s.live() && s.stalled.is_none() && s.overflow != Overflow::Block;
+                if let Some(i) = self.pick(which, fit) {
+                    self.subs[i].wait_idle();
+                    let (started, latch) = (Signal::new(), Latch::new());
+                    *self.subs[i].probe.stall.lock().unwrap() =
+                        Some((started.clone(), latch.clone()));
+                    let topic = self.subs[i].topic;
+                    self.publish(topic, 1, 1);
+                    assert_eq!(started.next(), self.next_seq[topic] - 1);
+                    self.subs[i].stalled = Some((latch, self.next_seq[topic]));
+                }
+            }
+            Op::Release { which } => {
+                if let Some(i) = self.pick(which, |s| s.stalled.is_some()) {
+                    self.release(i);
+                }
+            }
+        }
+    }
+
+    fn end(&mut self, ending: Ending) {
+        let stalled: Vec<usize> = (0..self.subs.len())
+            .filter(|&i| self.subs[i].stalled.is_some())
+            .collect();
+        match ending {
+            Ending::ForcedWhileStalled if !stalled.is_empty() => {
+                for sub in self.subs.iter().filter(|s| s.live() && s.stalled.is_none()) {
+                    sub.wait_idle();
+                }
+                let report = self.bus.close_timeout(Duration::from_millis(30));
+                assert!(!report.completed);
+                for &i in &stalled {
+                    let sub = &mut self.subs[i];
+                    let (latch, from) = sub.stalled.take().unwrap();
+                    let window = (from, self.next_seq[sub.topic]);
+                    let held = ((window.1 - window.0) as usize).min(sub.capacity) as u64;
+                    let unfinished = report
+                        .subscriptions
+                        .iter()
+                        .find(|u| u.name == sub.name)
+                        .unwrap();
+                    assert_eq!((unfinished.queued, unfinished.in_handler), (1 + held, true));
+                    sub.abandoned = Some(window);
+                    latch.open();
+                }
+            }
+            _ => {
+                for i in stalled {
+                    self.release(i);
+                }
+                let bus = self.bus.clone();
+                let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+                std::thread::spawn(move || {
+                    let completed = match ending {
+                        Ending::CloseTimeout => bus.close_timeout(PATIENCE).completed,
+                        _ => {
+                            bus.close();
+                            true
+                        }
+                    };
+                    let _ = done_tx.send(completed);
+                });
+                assert!(done_rx.recv_timeout(PATIENCE * 2).expect("close froze"));
+            }
+        }
+        // Every worker has stopped once its unsubscribe returns (after close it only joins).
+        for sub in &mut self.subs {
+            if let Some(handle) = sub.handle.take() {
+                sub.final_stats = Some(handle.unsubscribe());
+                sub.end = Some(self.next_seq[sub.topic]);
+            }
+        }
+        assert!(
+            self.bus.publish(Ev::<0> { value: 0 }).is_err(),
+            "publish after close"
+        );
+    }
+
+    fn check(&self) {
+        let letters = self.bus.dead_letters();
+        for sub in &self.subs {
+            let seen = sub.probe.seen.lock().unwrap().clone();
+            let stats = sub.final_stats.as_ref().unwrap();
+            let (start, end) = (sub.start, sub.end.unwrap());
+            let name = &sub.name;
+            // One order: seqs strictly increase, and each seq is the message published as it.
+            assert!(
+                seen.windows(2).all(|w| w[0].0 < w[1].0),
+                "{name}: order broken: {seen:?}"
+            );
+            for (seq, value) in &seen {
+                assert_eq!(
+                    self.values[sub.topic].get(seq),
+                    Some(value),
+                    "{name}: seq {seq}"
+                );
+                assert!(
+                    (start..end).contains(seq),
+                    "{name}: seq {seq} outside [{start}, {end})"
+                );
+            }
+            let seqs: Vec<u64> = seen.iter().map(|s| s.0).collect();
+            let in_window = |(from, to): (u64, u64)| -> Vec<u64> {
+                seqs.iter()
+                    .copied()
+                    .filter(|s| (from..to).contains(s))
+                    .collect()
+            };
+            for &(from, to) in &sub.windows {
+                let all: Vec<u64> = (from..to).collect();
+                let keep = all.len().min(sub.capacity);
+                let expected = match sub.overflow {
+                    Overflow::DropNewest => all[..keep].to_vec(),
+                    _ => all[all.len() - keep..].to_vec(),
+                };
+                assert_eq!(
+                    in_window((from, to)),
+                    expected,
+                    "{name}: stall window [{from}, {to})"
+                );
+            }
+            let mut queued = 0;
+            if let Some(window) = sub.abandoned {
+                assert_eq!(
+                    in_window(window),
+                    Vec::<u64>::new(),
+                    "{name}: delivered after close"
+                );
+                queued = ((window.1 - window.0) as usize).min(sub.capacity) as u64;
+            }
+            if sub.overflow == Overflow::Block {
+                assert_eq!(
+                    seqs,
+                    (start..end).collect::<Vec<_>>(),
+                    "{name}: Block lost messages"
+                );
+            }
+            let dead = seen.iter().filter(|(_, value)| fails(*value)).count() as u64;
+            let got = seen.len() as u64;
+            assert_eq!(stats.received, end - start, "{name}: {stats:?}");
+            assert_eq!(stats.queued, queued, "{name}: {stats:?}");
+            assert_eq!(stats.dead_lettered, dead, "{name}: {stats:?}");
+            assert_eq!(stats.delivered, got - dead, "{name}: {stats:?}");
+            assert_eq!(
+                stats.dropped,
+                stats.received - got - queued,
+                "{name}: {stats:?}"
+            );
+            let letters = letters.iter().filter(|l| l.subscriber() == name).count() as u64;
+            assert_eq!(letters, dead, "{name}: dead letters");
+        }
+    }
+}
+
+fn run_program(ops: &[Op], ending: Ending) {
+    let mut world = World {
+        bus: Bus::builder().build(),
+        subs: Vec::new(),
+        next_seq: [0; TOPICS],
+        values: Default::default(),
+        next_value: 0,
+    };
+    for op in ops {
+        world.run(op);
+    }
+    world.end(ending);
+    world.check();
+}
+
+fn cases() -> u32 {
+    std::env::var("EVENTBUS_MODEL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256)
+}
+
+fn quiet_expected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let boom = info
+                .payload()
+                .downcast_ref::<String>()
+                .is_some_and(|s| s.starts_with("boom"));
+            if !boom {
+                default(info);
+            }
+        }));
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_bus_behaves_like_the_model(ops in prop::collection::vec(op(), 1..24), ending in ending()) {
+        quiet_expected_panics();
+        run_program(&ops, ending);
+    }
+}
