@@ -226,3 +226,54 @@ fn enum_variants_share_one_order() {
         ]
     );
 }
+
+#[test]
+fn publishers_of_different_topics_never_wait_on_each_other() {
+    let bus = Bus::builder().build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let (gate, signal) = (release.clone(), started.clone());
+    bus.subscribe::<Order, _>(Options::default().capacity(1), move |m: &Message<Order>| {
+        if m.0 == 0 {
+            signal.send(0);
+            gate.wait();
+        }
+    });
+    let shipped = Signal::new();
+    let record = shipped.clone();
+    bus.subscribe::<Shipped, _>(
+        Options::default().capacity(1),
+        move |m: &Message<Shipped>| record.send(m.0),
+    );
+    bus.publish(Order(0)).unwrap();
+    assert_eq!(started.next(), 0);
+    bus.publish(Order(1)).unwrap();
+    let blocked = Signal::new();
+    std::thread::scope(|scope| {
+        let (publisher, done) = (bus.clone(), blocked.clone());
+        // Blocks: Order's mailbox is full and its worker stuck. It holds Order's lock.
+        scope.spawn(move || done.send(publisher.publish(Order(2)).unwrap()));
+        while bus
+            .stats()
+            .topics
+            .iter()
+            .find(|t| t.name == "Order")
+            .unwrap()
+            .published
+            < 3
+        {
+            std::thread::yield_now();
+        }
+        for i in 0..100 {
+            bus.publish(Shipped(i)).unwrap();
+            assert_eq!(shipped.next(), i);
+        }
+        assert!(
+            blocked.rx_is_empty(),
+            "the Order publish should still be waiting"
+        );
+        release.open();
+        assert_eq!(blocked.next(), 2);
+    });
+    bus.close();
+}
