@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{DeriveInput, GenericParam, ItemFn};
 
-use crate::ast::{Handler, MessageParam};
+use crate::ast::{Extra, Handler, MessageParam};
 use crate::errors::Errors;
 use crate::valid::Settings;
 use crate::{attr, valid};
@@ -45,11 +45,30 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         MessageParam::Payload => quote!(::eventbus::Message::payload(__message)),
         MessageParam::Whole => quote!(__message),
     };
-    // Spanned so that a parameter that is not `&Bus` is reported on its type.
-    let bus = handler.bus.map(|ty| {
-        quote_spanned!(ty.span()=> , <#ty as ::eventbus::__private::FromBus<'_>>::from_bus(__bus))
-    });
-    let call = quote!(#function(#message #bus));
+    let mut states = Vec::new();
+    let mut resolve = Vec::new();
+    let mut arguments = Vec::new();
+    for extra in &handler.extras {
+        match *extra {
+            Extra::State { ty, by_ref } => {
+                let slot = format_ident!("__state_{}", states.len());
+                states.push(quote_spanned!(ty.span()=> ::eventbus::__private::state_key::<#ty>()));
+                resolve.push(quote_spanned! {ty.span()=>
+                    let #slot = ::eventbus::__private::state::<#ty>(bus, &options)?;
+                });
+                arguments.push(if by_ref {
+                    quote!(&#slot)
+                } else {
+                    quote!(::core::clone::Clone::clone(&#slot))
+                });
+            }
+            // Spanned so that a parameter that is not `&Bus` is reported on its type.
+            Extra::Bus(ty) => arguments.push(quote_spanned! {ty.span()=>
+                <#ty as ::eventbus::__private::FromBus<'_>>::from_bus(__bus)
+            }),
+        }
+    }
+    let call = quote!(#function(#message #(, #arguments)*));
     // Spanned so that a return type that is neither `()` nor `Result<(), E>` is reported on
     // the return type.
     let result = match handler.output {
@@ -81,10 +100,11 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                 bus: &::eventbus::Bus,
                 options: ::eventbus::Options,
             ) -> ::core::result::Result<::eventbus::Subscription, ::eventbus::SubscribeError> {
+                #(#resolve)*
                 #subscribe(
                     bus,
                     options,
-                    |__message: &::eventbus::Message<#topic>, __bus: &::eventbus::Bus| {
+                    move |__message: &::eventbus::Message<#topic>, __bus: &::eventbus::Bus| {
                         let _ = __bus;
                         #result
                     },
@@ -99,6 +119,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     overflow: ::eventbus::Overflow::#overflow,
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
+                    states: &[#(#states),*],
                     start: #start,
                 }
             }

@@ -3,7 +3,7 @@
 
 use syn::{FnArg, ItemFn, LitStr, Type};
 
-use crate::ast::Handler;
+use crate::ast::{Extra, Handler};
 use crate::attr::{path_text, SubscriberArgs};
 use crate::errors::Errors;
 
@@ -188,32 +188,38 @@ pub(crate) fn handler<'a>(function: &'a ItemFn, errors: &mut Errors) -> Option<H
             }
         },
     };
-    let bus = match parameters.get(1) {
-        None => None,
-        Some(FnArg::Typed(param)) => match &*param.ty {
-            Type::Reference(reference) if reference.mutability.is_none() => Some(&*param.ty),
-            other => {
-                errors.spanned(other, "a subscriber's second parameter can only be `&Bus`");
+    let mut extras = Vec::new();
+    let mut bus_seen = false;
+    for param in parameters.iter().skip(1) {
+        let ty = match param {
+            FnArg::Typed(param) => &*param.ty,
+            FnArg::Receiver(receiver) => {
+                errors.spanned(receiver, "`self` is not allowed in a subscriber");
                 ok = false;
-                None
+                continue;
             }
-        },
-        Some(FnArg::Receiver(receiver)) => {
-            errors.spanned(receiver, "`self` is not allowed in a subscriber");
-            ok = false;
-            None
+        };
+        match Extra::of(ty) {
+            Some(Extra::Bus(_)) if bus_seen => {
+                errors.spanned(ty, "a subscriber takes `&Bus` at most once");
+                ok = false;
+            }
+            Some(extra) => {
+                bus_seen |= matches!(extra, Extra::Bus(_));
+                extras.push(extra);
+            }
+            None => {
+                errors.spanned(
+                    ty,
+                    "after the message, a subscriber takes only `&Bus`, `State<T>` or \
+                     `&State<T>`",
+                );
+                ok = false;
+            }
         }
-    };
-    for extra in parameters.iter().skip(2) {
-        errors.spanned(
-            extra,
-            "a subscriber takes at most two parameters: the message (`&T` or `&Message<T>`) \
-             and `&Bus`",
-        );
-        ok = false;
     }
     match message {
-        Some(message) if ok => Some(Handler::new(function, message, bus)),
+        Some(message) if ok => Some(Handler::new(function, message, extras)),
         _ => None,
     }
 }

@@ -1,8 +1,12 @@
-//! Building a bus: which registered subscribers it starts, and how many dead letters it keeps.
+//! Building a bus: which registered subscribers it starts, the state their handlers share,
+//! and how many dead letters it keeps.
+
+use std::fmt;
 
 use crate::dead_letter::DEFAULT_DEAD_LETTER_CAPACITY;
 use crate::registry::Registration;
-use crate::Bus;
+use crate::state::States;
+use crate::{Bus, SubscribeError};
 
 /// Builds a [`Bus`]. Starts no `#[subscriber]` unless told to.
 ///
@@ -13,15 +17,16 @@ use crate::Bus;
 ///
 /// let bus = Bus::builder()
 ///     .registered_in("my_app::billing")
+///     .state(String::from("postgres://localhost/shop"))
 ///     .dead_letter_capacity(100)
 ///     .build();
 /// # bus.close();
 /// ```
-#[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `.build()`"]
 pub struct BusBuilder {
     selection: Selection,
     dead_letter_capacity: usize,
+    states: States,
 }
 
 #[derive(Debug, Clone)]
@@ -31,11 +36,49 @@ enum Selection {
     All,
 }
 
+/// Why [`BusBuilder::try_build`] could not build the bus. Nothing was started.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A chosen subscriber takes a `State<T>` the builder was not given.
+    MissingState {
+        /// The subscriber's name.
+        subscriber: String,
+        /// The state's type.
+        state: &'static str,
+    },
+    /// A chosen subscriber could not start.
+    Subscribe(SubscribeError),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::MissingState { subscriber, state } => write!(
+                f,
+                "subscriber `{subscriber}` takes `State<{state}>`, but the builder was given no \
+                 `{state}`: add `.state(...)` with one before `.build()`"
+            ),
+            BuildError::Subscribe(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Subscribe(error) => Some(error),
+            BuildError::MissingState { .. } => None,
+        }
+    }
+}
+
 impl BusBuilder {
     pub(crate) fn new() -> Self {
         BusBuilder {
             selection: Selection::In(Vec::new()),
             dead_letter_capacity: DEFAULT_DEAD_LETTER_CAPACITY,
+            states: States::default(),
         }
     }
 
@@ -55,6 +98,13 @@ impl BusBuilder {
         self
     }
 
+    /// Gives handlers a shared value, which a `#[subscriber]` takes as `State<T>` or
+    /// `&State<T>`. One value per type; a second of the same type replaces the first.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.states.insert(value);
+        self
+    }
+
     /// How many dead letters the bus keeps (default 10,000); past that the oldest are
     /// discarded and counted.
     pub fn dead_letter_capacity(mut self, capacity: usize) -> Self {
@@ -66,20 +116,74 @@ impl BusBuilder {
     ///
     /// # Panics
     ///
-    /// If a subscriber's worker thread cannot be started.
+    /// With [`try_build`](BusBuilder::try_build)'s error message, if a chosen subscriber takes
+    /// a `State<T>` the builder was not given, or its worker thread cannot start.
     pub fn build(self) -> Bus {
-        let bus = Bus::with_dead_letter_capacity(self.dead_letter_capacity);
-        for registration in Registration::all() {
-            let chosen = match &self.selection {
+        self.try_build().unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Builds the bus like [`build`](BusBuilder::build), saying what is wrong instead of
+    /// panicking. Every chosen subscriber's state is checked before any is started.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::MissingState`] naming the subscriber and the type; or
+    /// [`BuildError::Subscribe`] if a worker thread cannot start (the subscribers already
+    /// started are closed again).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{subscriber, Bus, BuildError, State, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Ping;
+    /// struct Db;
+    ///
+    /// #[subscriber(name = "pinger")]
+    /// fn ping(_: &Ping, _db: State<Db>) {}
+    ///
+    /// let error = Bus::builder().registered().try_build().unwrap_err();
+    /// assert!(matches!(error, BuildError::MissingState { .. }));
+    /// assert!(error.to_string().starts_with("subscriber `pinger` takes `State<"));
+    /// ```
+    pub fn try_build(self) -> Result<Bus, BuildError> {
+        let chosen: Vec<&Registration> = Registration::all()
+            .into_iter()
+            .filter(|registration| match &self.selection {
                 Selection::All => true,
                 Selection::In(prefixes) => prefixes.iter().any(|p| registration.is_in(p)),
-            };
-            if chosen {
-                if let Err(error) = (registration.start)(&bus, registration.options()) {
-                    panic!("{error}");
-                }
+            })
+            .collect();
+        for registration in &chosen {
+            if let Some(key) = registration
+                .states
+                .iter()
+                .find(|k| !self.states.contains(k))
+            {
+                return Err(BuildError::MissingState {
+                    subscriber: registration.subscriber_name(),
+                    state: (key.type_name)(),
+                });
             }
         }
-        bus
+        let bus = Bus::with_parts(self.dead_letter_capacity, self.states);
+        for registration in chosen {
+            if let Err(error) = (registration.start)(&bus, registration.options()) {
+                bus.close();
+                return Err(BuildError::Subscribe(error));
+            }
+        }
+        Ok(bus)
+    }
+}
+
+impl fmt::Debug for BusBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BusBuilder")
+            .field("selection", &self.selection)
+            .field("dead_letter_capacity", &self.dead_letter_capacity)
+            .field("states", &self.states)
+            .finish()
     }
 }

@@ -18,10 +18,11 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::dead_letter::DeadLetterStore;
 use crate::mailbox::mailbox;
+use crate::state::States;
 use crate::subscription::SubscriptionCore;
 use crate::topic::{AnyTopic, TopicState};
 use crate::{
-    worker, BusBuilder, BusStats, DeadLetter, Handler, Message, Options, PublishError,
+    worker, BusBuilder, BusStats, DeadLetter, Handler, Message, Options, PublishError, State,
     SubscribeError, Subscription, Topic, TopicStats, MAX_CAPACITY,
 };
 
@@ -73,6 +74,8 @@ pub(crate) struct Inner {
     pub(crate) id: u64,
     pub(crate) lifecycle: crate::lifecycle::Lifecycle,
     pub(crate) dead_letters: DeadLetterStore,
+    /// Given to the builder; never changed after.
+    pub(crate) states: States,
     topics: RwLock<HashMap<TypeId, Arc<dyn AnyTopic>>>,
     subscriptions: Mutex<Vec<Entry>>,
     /// Held while joining workers, so a second `close` returns only once they have stopped.
@@ -135,12 +138,13 @@ impl Bus {
         BusBuilder::new()
     }
 
-    pub(crate) fn with_dead_letter_capacity(capacity: usize) -> Bus {
+    pub(crate) fn with_parts(dead_letter_capacity: usize, states: States) -> Bus {
         static NEXT_BUS: AtomicU64 = AtomicU64::new(1);
         let inner = Arc::new(Inner {
             id: NEXT_BUS.fetch_add(1, Relaxed),
             lifecycle: crate::lifecycle::Lifecycle::new(),
-            dead_letters: DeadLetterStore::new(capacity),
+            dead_letters: DeadLetterStore::new(dead_letter_capacity),
+            states,
             topics: RwLock::new(HashMap::new()),
             subscriptions: Mutex::new(Vec::new()),
             joining: Mutex::new(()),
@@ -298,6 +302,11 @@ impl Bus {
             dead_letters: self.inner.dead_letters.snapshot().len(),
             dead_letters_discarded: self.inner.dead_letters.discarded(),
         }
+    }
+
+    /// The value of type `T` the bus was built with ([`BusBuilder::state`]), if any.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<State<T>> {
+        self.inner.states.get::<T>()
     }
 
     /// The dead letters held now, oldest first.

@@ -109,6 +109,13 @@ pub enum SubscribeError {
         /// The capacity asked for.
         capacity: usize,
     },
+    /// The handler takes a `State<T>` that the bus was not given.
+    MissingState {
+        /// The subscriber's name.
+        name: String,
+        /// The state's type.
+        state: &'static str,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -138,6 +145,11 @@ impl fmt::Display for SubscribeError {
                  could not be allocated; ask for a smaller capacity",
                 capacity.saturating_mul(16)
             ),
+            SubscribeError::MissingState { name, state } => write!(
+                f,
+                "subscriber `{name}` takes `State<{state}>`, but the bus was given no `{state}`: \
+                 add `.state(...)` to the builder"
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -160,6 +172,7 @@ impl std::error::Error for SubscribeError {
             SubscribeError::Spawn { source, .. } => Some(source),
             SubscribeError::Capacity { .. }
             | SubscribeError::OutOfMemory { .. }
+            | SubscribeError::MissingState { .. }
             | SubscribeError::Closed { .. } => None,
         }
     }

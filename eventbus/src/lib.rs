@@ -90,12 +90,13 @@ mod mailbox;
 mod message;
 mod options;
 mod registry;
+mod state;
 mod stats;
 mod subscription;
 mod topic;
 mod worker;
 
-pub use builder::BusBuilder;
+pub use builder::{BuildError, BusBuilder};
 pub use bus::{Bus, CloseReport, Unfinished};
 pub use dead_letter::{DeadLetter, DEFAULT_DEAD_LETTER_CAPACITY};
 pub use error::{PublishError, SubscribeError};
@@ -103,6 +104,7 @@ pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
 pub use options::{Options, Overflow, DEFAULT_BACKOFF, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub use state::State;
 pub use stats::{BusStats, SubscriptionStats, TopicStats};
 pub use subscription::Subscription;
 pub use topic::Topic;
@@ -113,8 +115,29 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::registry::Registration;
+    pub use crate::state::StateKey;
     pub use crate::topic::generic_name;
-    use crate::{Bus, HandlerResult, Message, Options, SubscribeError, Subscription, Topic};
+    use crate::{Bus, HandlerResult, Message, Options, State, SubscribeError, Subscription, Topic};
+
+    /// Names state type `T` in a registration.
+    pub const fn state_key<T: 'static>() -> StateKey {
+        StateKey {
+            type_id: std::any::TypeId::of::<T>,
+            type_name: std::any::type_name::<T>,
+        }
+    }
+
+    /// The bus's `T`, for a registered subscriber's `State<T>` parameter.
+    pub fn state<T: Send + Sync + 'static>(
+        bus: &Bus,
+        options: &Options,
+    ) -> Result<State<T>, SubscribeError> {
+        bus.state::<T>()
+            .ok_or_else(|| SubscribeError::MissingState {
+                name: options.name.clone().unwrap_or_default(),
+                state: std::any::type_name::<T>(),
+            })
+    }
 
     /// Starts a registered subscriber, whose handler also gets the bus.
     pub fn subscribe_registered<T, H>(

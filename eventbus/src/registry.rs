@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::state::StateKey;
 use crate::{Bus, Options, Overflow, SubscribeError, Subscription};
 
 /// One `#[subscriber]` function, as the macro records it. Not for direct use.
@@ -19,6 +20,8 @@ pub struct Registration {
     pub overflow: Overflow,
     pub retries: u32,
     pub backoff_nanos: u64,
+    /// The `State<T>` types its handler takes.
+    pub states: &'static [StateKey],
     pub start: fn(&Bus, Options) -> Result<Subscription, SubscribeError>,
 }
 

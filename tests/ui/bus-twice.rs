@@ -1,0 +1,9 @@
+use eventbus::{subscriber, Bus, Topic};
+
+#[derive(Topic)]
+pub struct Ping;
+
+#[subscriber]
+fn handle(_: &Ping, _: &Bus, _: &Bus) {}
+
+fn main() {}
