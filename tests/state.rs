@@ -14,13 +14,13 @@ pub struct OrderPlaced {
 pub struct Reserved(pub u64);
 
 /// A stand-in for a database pool.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct Db {
     rows: Mutex<Vec<u64>>,
     flaky: AtomicU64,
 }
 
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct Audit(AtomicU64);
 
 #[derive(Debug)]
@@ -54,7 +54,7 @@ mod shop {
 mod needs_missing {
     use super::*;
 
-    pub struct Mailer;
+    pub(crate) struct Mailer;
 
     #[subscriber(name = "mailer")]
     fn mail(_: &OrderPlaced, _mailer: State<Mailer>) {}
