@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use crate::dead_letter::DEFAULT_DEAD_LETTER_CAPACITY;
+use crate::dead_letter::{Hook, DEFAULT_DEAD_LETTER_CAPACITY};
 use crate::registry::Registration;
 use crate::state::States;
-use crate::{Bus, SubscribeError};
+use crate::{Bus, DeadLetter, SubscribeError};
 
 /// Builds a [`Bus`]. Starts no `#[subscriber]` unless told to.
 ///
@@ -27,6 +27,7 @@ pub struct BusBuilder {
     selection: Selection,
     dead_letter_capacity: usize,
     states: States,
+    on_dead_letter: Option<Hook>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +80,7 @@ impl BusBuilder {
             selection: Selection::In(Vec::new()),
             dead_letter_capacity: DEFAULT_DEAD_LETTER_CAPACITY,
             states: States::default(),
+            on_dead_letter: None,
         }
     }
 
@@ -109,6 +111,36 @@ impl BusBuilder {
     /// discarded and counted.
     pub fn dead_letter_capacity(mut self, capacity: usize) -> Self {
         self.dead_letter_capacity = capacity;
+        self
+    }
+
+    /// Shows every new dead letter to `hook` (to log or persist it), on a thread of its own
+    /// so that a slow hook never delays a worker. If the hook falls more than 1024 letters
+    /// behind, later ones skip it (counted in [`BusStats::dead_letter_hook_skipped`](crate::BusStats));
+    /// they are still kept in the store. `close` returns once the hook has seen every letter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use eventbus::{Bus, DeadLetter, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Charge(u32);
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let bus = Bus::builder()
+    ///     .on_dead_letter(move |letter: &DeadLetter| tx.send(letter.to_string()).unwrap())
+    ///     .build();
+    /// bus.subscribe::<Charge, _>(Options::default().name("billing"), |_: &Message<Charge>| {
+    ///     Err::<(), _>("declined")
+    /// });
+    /// bus.publish(Charge(5)).unwrap();
+    /// bus.close();
+    /// assert_eq!(rx.recv().unwrap(), "Charge #0 at billing after 1 attempt(s): declined");
+    /// ```
+    pub fn on_dead_letter(mut self, hook: impl FnMut(&DeadLetter) + Send + 'static) -> Self {
+        self.on_dead_letter = Some(Box::new(hook));
         self
     }
 
@@ -167,7 +199,13 @@ impl BusBuilder {
                 });
             }
         }
-        let bus = Bus::with_parts(self.dead_letter_capacity, self.states);
+        let bus = Bus::with_parts(self.dead_letter_capacity, self.states, self.on_dead_letter)
+            .map_err(|source| {
+                BuildError::Subscribe(SubscribeError::Spawn {
+                    name: "eventbus-dead-letters".into(),
+                    source,
+                })
+            })?;
         for registration in chosen {
             if let Err(error) = (registration.start)(&bus, registration.options()) {
                 bus.close();
@@ -184,6 +222,7 @@ impl fmt::Debug for BusBuilder {
             .field("selection", &self.selection)
             .field("dead_letter_capacity", &self.dead_letter_capacity)
             .field("states", &self.states)
+            .field("on_dead_letter", &self.on_dead_letter.is_some())
             .finish()
     }
 }

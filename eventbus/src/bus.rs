@@ -9,15 +9,16 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::dead_letter::DeadLetterStore;
+use crate::dead_letter::{DeadLetterStore, Hook};
 use crate::mailbox::mailbox;
+use crate::observe;
 use crate::state::States;
 use crate::subscription::SubscriptionCore;
 use crate::topic::{AnyTopic, TopicState};
@@ -80,6 +81,8 @@ pub(crate) struct Inner {
     subscriptions: Mutex<Vec<Entry>>,
     /// Held while joining workers, so a second `close` returns only once they have stopped.
     joining: Mutex<()>,
+    /// Whether the close has been announced (`tracing`).
+    announced: AtomicBool,
     next_subscription: AtomicU64,
 }
 
@@ -94,6 +97,7 @@ struct Entry {
 
 /// What [`Bus::close_timeout`] left undone.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct CloseReport {
     /// Whether everything accepted was delivered and every worker stopped in time.
@@ -104,6 +108,7 @@ pub struct CloseReport {
 
 /// One subscription's part of a [`CloseReport`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Unfinished {
     /// The subscriber's name.
@@ -138,22 +143,28 @@ impl Bus {
         BusBuilder::new()
     }
 
-    pub(crate) fn with_parts(dead_letter_capacity: usize, states: States) -> Bus {
+    pub(crate) fn with_parts(
+        dead_letter_capacity: usize,
+        states: States,
+        hook: Option<Hook>,
+    ) -> std::io::Result<Bus> {
+        let dead_letters = DeadLetterStore::new(dead_letter_capacity, hook)?;
         static NEXT_BUS: AtomicU64 = AtomicU64::new(1);
         let inner = Arc::new(Inner {
             id: NEXT_BUS.fetch_add(1, Relaxed),
             lifecycle: crate::lifecycle::Lifecycle::new(),
-            dead_letters: DeadLetterStore::new(dead_letter_capacity),
+            dead_letters,
             states,
             topics: RwLock::new(HashMap::new()),
             subscriptions: Mutex::new(Vec::new()),
             joining: Mutex::new(()),
+            announced: AtomicBool::new(false),
             next_subscription: AtomicU64::new(1),
         });
-        Bus {
+        Ok(Bus {
             owner: Some(Arc::new(Owner(Arc::clone(&inner)))),
             inner,
-        }
+        })
     }
 
     /// Publishes a message to its topic and returns its seq.
@@ -278,30 +289,7 @@ impl Bus {
 
     /// A snapshot of every topic and subscription.
     pub fn stats(&self) -> BusStats {
-        let topics: Vec<_> = self.inner.topics.read().values().cloned().collect();
-        let (subscriptions, mut topics) = {
-            let entries = self.inner.subscriptions.lock();
-            let subscriptions = entries.iter().map(|e| e.core.stats()).collect();
-            let topics: Vec<_> = topics
-                .iter()
-                .map(|topic| TopicStats {
-                    name: topic.name(),
-                    published: topic.published(),
-                    subscribers: entries
-                        .iter()
-                        .filter(|e| Arc::ptr_eq(&e.topic, topic))
-                        .count(),
-                })
-                .collect();
-            (subscriptions, topics)
-        };
-        topics.sort_by_key(|topic| topic.name);
-        BusStats {
-            topics,
-            subscriptions,
-            dead_letters: self.inner.dead_letters.snapshot().len(),
-            dead_letters_discarded: self.inner.dead_letters.discarded(),
-        }
+        self.inner.stats()
     }
 
     /// The value of type `T` the bus was built with ([`BusBuilder::state`]), if any.
@@ -532,6 +520,9 @@ impl Inner {
         if !completed {
             self.lifecycle.stop();
             self.shut_mailboxes();
+            // A handler still running may yet make a dead letter; the hook gets it, unwaited.
+            self.dead_letters.close_hook(false);
+            self.announce_closed(false);
             return self.report(false);
         }
         let _joining = self.joining.lock();
@@ -545,7 +536,45 @@ impl Inner {
         for worker in workers {
             let _ = worker.join();
         }
+        // Every worker has stopped: no more dead letters. Wait until the hook has seen them.
+        self.dead_letters.close_hook(true);
+        self.announce_closed(true);
         self.report(true)
+    }
+
+    /// The `tracing` event for the close, once per bus.
+    fn announce_closed(&self, completed: bool) {
+        if !self.announced.swap(true, SeqCst) {
+            observe::closed(|| self.stats(), completed);
+        }
+    }
+
+    fn stats(&self) -> BusStats {
+        let topics: Vec<_> = self.topics.read().values().cloned().collect();
+        let (subscriptions, mut topics) = {
+            let entries = self.subscriptions.lock();
+            let subscriptions = entries.iter().map(|e| e.core.stats()).collect();
+            let topics: Vec<_> = topics
+                .iter()
+                .map(|topic| TopicStats {
+                    name: topic.name(),
+                    published: topic.published(),
+                    subscribers: entries
+                        .iter()
+                        .filter(|e| Arc::ptr_eq(&e.topic, topic))
+                        .count(),
+                })
+                .collect();
+            (subscriptions, topics)
+        };
+        topics.sort_by_key(|topic| topic.name);
+        BusStats {
+            topics,
+            subscriptions,
+            dead_letters: self.dead_letters.len(),
+            dead_letter_hook_skipped: self.dead_letters.hook_skipped(),
+            dead_letters_discarded: self.dead_letters.discarded(),
+        }
     }
 
     fn report(&self, completed: bool) -> CloseReport {
@@ -556,7 +585,7 @@ impl Inner {
                 name: core.name.to_string(),
                 topic: core.topic,
                 queued: core.queued(),
-                in_handler: core.busy.load(std::sync::atomic::Ordering::SeqCst),
+                in_handler: core.busy.load(SeqCst),
             })
             .collect();
         CloseReport {

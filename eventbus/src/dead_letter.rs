@@ -4,11 +4,15 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
-use crate::Message;
+use crate::{observe, Message};
 
 /// The dead-letter store's size when none is given.
 pub const DEFAULT_DEAD_LETTER_CAPACITY: usize = 10_000;
@@ -121,12 +125,46 @@ impl fmt::Display for DeadLetter {
     }
 }
 
-/// Holds the newest `capacity` dead letters; the oldest make way and are counted.
-#[derive(Debug)]
+/// A callback shown each dead letter, on a thread of its own.
+pub(crate) type Hook = Box<dyn FnMut(&DeadLetter) + Send>;
+
+/// How many dead letters may wait for the hook; past that the hook skips them (counted).
+const HOOK_BACKLOG: usize = 1024;
+
+/// Its metadata, without the message: topic, seq, subscriber, error, attempts.
+#[cfg(feature = "serde")]
+impl serde::Serialize for DeadLetter {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut letter = serializer.serialize_struct("DeadLetter", 5)?;
+        letter.serialize_field("topic", self.topic)?;
+        letter.serialize_field("seq", &self.seq)?;
+        letter.serialize_field("subscriber", &*self.subscriber)?;
+        letter.serialize_field("error", &self.error)?;
+        letter.serialize_field("attempts", &self.attempts)?;
+        letter.end()
+    }
+}
+
+/// Holds the newest `capacity` dead letters; the oldest make way and are counted. Shows each
+/// new one to the `on_dead_letter` hook, if there is one, off the workers' path: a worker only
+/// hands it to the hook's thread, never waits for it.
 pub(crate) struct DeadLetterStore {
     capacity: usize,
     /// Guards the letters and the discard count together, so a reader sees them agree.
     letters: Mutex<Letters>,
+    /// To the hook's thread; taken (closing the channel) when the bus has closed.
+    hook: Mutex<Option<Sender<DeadLetter>>>,
+    hook_thread: Mutex<Option<JoinHandle<()>>>,
+    hook_skipped: AtomicU64,
+}
+
+impl fmt::Debug for DeadLetterStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeadLetterStore")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -136,14 +174,41 @@ struct Letters {
 }
 
 impl DeadLetterStore {
-    pub(crate) fn new(capacity: usize) -> Self {
-        DeadLetterStore {
+    /// # Errors
+    ///
+    /// If the hook's thread cannot be started.
+    pub(crate) fn new(capacity: usize, hook: Option<Hook>) -> std::io::Result<Self> {
+        let (sender, thread) = match hook {
+            None => (None, None),
+            Some(mut hook) => {
+                let (tx, rx) = crossbeam_channel::bounded::<DeadLetter>(HOOK_BACKLOG);
+                let thread = std::thread::Builder::new()
+                    .name("eventbus-dead-letters".into())
+                    .spawn(move || {
+                        for letter in rx {
+                            // A panicking hook must not stop the next letter being shown.
+                            let _ = catch_unwind(AssertUnwindSafe(|| hook(&letter)));
+                        }
+                    })?;
+                (Some(tx), Some(thread))
+            }
+        };
+        Ok(DeadLetterStore {
             capacity,
             letters: Mutex::new(Letters::default()),
-        }
+            hook: Mutex::new(sender),
+            hook_thread: Mutex::new(thread),
+            hook_skipped: AtomicU64::new(0),
+        })
     }
 
     pub(crate) fn push(&self, letter: DeadLetter) {
+        observe::dead_letter(&letter);
+        if let Some(hook) = &*self.hook.lock() {
+            if hook.try_send(letter.clone()).is_err() {
+                self.hook_skipped.fetch_add(1, Relaxed);
+            }
+        }
         let mut letters = self.letters.lock();
         if self.capacity == 0 {
             letters.discarded += 1;
@@ -166,5 +231,24 @@ impl DeadLetterStore {
 
     pub(crate) fn discarded(&self) -> u64 {
         self.letters.lock().discarded
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.letters.lock().kept.len()
+    }
+
+    pub(crate) fn hook_skipped(&self) -> u64 {
+        self.hook_skipped.load(Relaxed)
+    }
+
+    /// No more dead letters will come: lets the hook finish what it was handed, and waits
+    /// for it if `wait`.
+    pub(crate) fn close_hook(&self, wait: bool) {
+        self.hook.lock().take();
+        if wait {
+            if let Some(thread) = self.hook_thread.lock().take() {
+                let _ = thread.join();
+            }
+        }
     }
 }

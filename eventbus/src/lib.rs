@@ -88,6 +88,7 @@ mod handler;
 mod lifecycle;
 mod mailbox;
 mod message;
+mod observe;
 mod options;
 mod registry;
 mod state;

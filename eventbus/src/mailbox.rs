@@ -14,6 +14,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, TrySendError};
 
 use crate::deadlock::TopicWaits;
+use crate::observe;
 use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
 use crate::{Message, Overflow};
@@ -111,7 +112,13 @@ impl<T> Outbox<T> {
                 }
             }
             Offer::Dropped | Offer::TimedOut | Offer::Abandoned => {
-                Counters::bump(&counters.dropped)
+                Counters::bump(&counters.dropped);
+                let why = match offer {
+                    Offer::Dropped => "drop-newest",
+                    Offer::TimedOut => "publish timed out",
+                    _ => "forced close",
+                };
+                observe::dropped(message.topic(), message.seq(), &self.core.name, why);
             }
             Offer::Retired => {}
         }
@@ -162,7 +169,13 @@ impl<T> Outbox<T> {
                 Ok(()) => return Offer::Accepted { evicted },
                 Err(TrySendError::Full(back)) => {
                     message = back;
-                    if self.rx.try_recv().is_ok() {
+                    if let Ok(oldest) = self.rx.try_recv() {
+                        observe::dropped(
+                            oldest.topic(),
+                            oldest.seq(),
+                            &self.core.name,
+                            "drop-oldest",
+                        );
                         evicted += 1;
                     }
                 }

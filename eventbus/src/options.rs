@@ -5,6 +5,7 @@ use std::time::Duration;
 
 /// What a full mailbox does with a new message.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Overflow {
     /// The publisher waits for room: backpressure, chosen by the subscriber.
     #[default]

@@ -31,6 +31,7 @@ impl Counters {
 /// `received == delivered + dead_lettered + dropped + queued` whenever nothing is moving
 /// (after close, say).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SubscriptionStats {
     /// The subscriber's name.
@@ -84,6 +85,7 @@ impl SubscriptionStats {
 
 /// What one topic has seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct TopicStats {
     /// The topic's name.
@@ -98,6 +100,7 @@ pub struct TopicStats {
 ///
 /// Its `Display` is an aligned table, one row per subscription.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BusStats {
     /// Every topic the bus has seen, by name.
@@ -108,6 +111,9 @@ pub struct BusStats {
     pub dead_letters: usize,
     /// Dead letters the bounded store had to discard.
     pub dead_letters_discarded: u64,
+    /// Dead letters the `on_dead_letter` hook was not shown because it fell behind
+    /// (they are still in the store, or counted as discarded).
+    pub dead_letter_hook_skipped: u64,
 }
 
 impl fmt::Display for BusStats {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::dead_letter::DeadLetter;
 use crate::handler;
 use crate::mailbox::Inbox;
+use crate::observe;
 use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
 use crate::{Bus, Message};
@@ -57,7 +58,11 @@ where
     let mut attempts: u32 = 0;
     loop {
         attempts = attempts.saturating_add(1);
-        let error = match handler::attempt(|| handler(&message, bus)) {
+        let outcome = {
+            let _attempt = observe::attempt(message.topic(), message.seq(), &core.name, attempts);
+            handler::attempt(|| handler(&message, bus))
+        };
+        let error = match outcome {
             Ok(()) => {
                 Counters::bump(&counters.delivered);
                 return;

@@ -1,0 +1,74 @@
+//! Observability hooks for the `tracing` feature: a span per delivery attempt, a `warn` event
+//! per drop and per dead letter, an `info` event when the bus closes. Without the feature
+//! every function here is empty and inlined away.
+
+#[cfg(feature = "tracing")]
+mod on {
+    use crate::{BusStats, DeadLetter};
+
+    /// Entered for one delivery attempt; exited when dropped.
+    pub(crate) type Attempt = tracing::span::EnteredSpan;
+
+    #[inline]
+    pub(crate) fn attempt(topic: &str, seq: u64, subscriber: &str, attempt: u32) -> Attempt {
+        tracing::info_span!("eventbus.attempt", topic, seq, subscriber, attempt).entered()
+    }
+
+    #[inline]
+    pub(crate) fn dropped(topic: &str, seq: u64, subscriber: &str, why: &'static str) {
+        tracing::warn!(topic, seq, subscriber, why, "eventbus: message dropped");
+    }
+
+    #[inline]
+    pub(crate) fn dead_letter(letter: &DeadLetter) {
+        tracing::warn!(
+            topic = letter.topic(),
+            seq = letter.seq(),
+            subscriber = letter.subscriber(),
+            attempts = letter.attempts(),
+            error = letter.error(),
+            "eventbus: dead letter"
+        );
+    }
+
+    #[inline]
+    pub(crate) fn closed(stats: impl FnOnce() -> BusStats, completed: bool) {
+        let stats = stats();
+        let total = |f: fn(&crate::SubscriptionStats) -> u64| -> u64 {
+            stats.subscriptions.iter().map(f).sum()
+        };
+        tracing::info!(
+            completed,
+            published = stats.topics.iter().map(|t| t.published).sum::<u64>(),
+            delivered = total(|s| s.delivered),
+            dead_lettered = total(|s| s.dead_lettered),
+            dropped = total(|s| s.dropped),
+            queued = total(|s| s.queued),
+            "eventbus: closed"
+        );
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+mod on {
+    use crate::{BusStats, DeadLetter};
+
+    /// Nothing to enter without the feature.
+    pub(crate) struct Attempt;
+
+    #[inline(always)]
+    pub(crate) fn attempt(_: &str, _: u64, _: &str, _: u32) -> Attempt {
+        Attempt
+    }
+
+    #[inline(always)]
+    pub(crate) fn dropped(_: &str, _: u64, _: &str, _: &'static str) {}
+
+    #[inline(always)]
+    pub(crate) fn dead_letter(_: &DeadLetter) {}
+
+    #[inline(always)]
+    pub(crate) fn closed(_: impl FnOnce() -> BusStats, _: bool) {}
+}
+
+pub(crate) use on::{attempt, closed, dead_letter, dropped};
