@@ -1,76 +1,33 @@
 //! A typed, in-process event bus.
 //!
-//! Topics are Rust types (`#[derive(Topic)]`); subscribers are functions marked
-//! `#[subscriber(...)]`, collected at startup, or closures given to [`Bus::subscribe`]. Every
-//! subscription gets its own bounded mailbox and its own worker thread, so a slow or failing
-//! subscriber delays only itself, and with [`Overflow::Block`] the publishers of its topic:
-//! that is backpressure it chose.
+//! Topics are Rust types; subscribers are plain functions. Every subscription has its own
+//! bounded mailbox and its own worker thread, so a slow or failing subscriber delays only
+//! itself, and with [`Overflow::Block`] the publishers of its topic: backpressure it chose.
 //!
-//! # Examples
+//! The guide below follows the order you meet things in. Every example runs as a test.
+//!
+//! # 1. Define a topic
+//!
+//! A topic is a type with `#[derive(Topic)]`: a struct, an enum (its variants share one
+//! order) or a generic type (each instantiation is a topic of its own). The name shown in
+//! stats and dead letters defaults to the type's name; `#[topic(name = "...")]` sets it.
+//! Messages need not be `Clone`: all subscribers share one `Arc` of each.
 //!
 //! ```
-//! use eventbus::{subscriber, Bus, Message, Topic};
+//! use eventbus::Topic;
 //!
 //! #[derive(Topic, Debug)]
 //! #[topic(name = "orders.placed")]
 //! pub struct OrderPlaced { pub id: u64, pub customer: u64 }
 //!
-//! #[derive(Debug)]
-//! pub struct MailError(String);
-//! impl std::fmt::Display for MailError {
-//!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-//!         f.write_str(&self.0)
-//!     }
-//! }
+//! #[derive(Topic, Debug)]
+//! pub enum Payment { Card { cents: u64 }, Cash { cents: u64 } }
 //!
-//! #[subscriber(capacity = 100, overflow = DropOldest, retries = 3, backoff = "1ms")]
-//! fn send_email(order: &OrderPlaced) -> Result<(), MailError> {
-//!     if order.customer == 0 {
-//!         return Err(MailError("no such customer".into()));
-//!     }
-//!     Ok(())
-//! }
-//!
-//! #[subscriber]
-//! fn reserve_stock(order: &Message<OrderPlaced>, _bus: &Bus) {
-//!     assert_eq!(order.topic(), "orders.placed");
-//! }
-//!
-//! let bus = Bus::new(); // starts every #[subscriber] in the program
-//! bus.publish(OrderPlaced { id: 41, customer: 7 }).unwrap();
-//! bus.publish(OrderPlaced { id: 42, customer: 0 }).unwrap();
-//! bus.close(); // delivers everything accepted, then stops
-//!
-//! let letters = bus.dead_letters();
-//! assert_eq!(letters.len(), 1);
-//! assert_eq!(letters[0].attempts(), 4);
-//! assert_eq!(letters[0].payload::<OrderPlaced>().unwrap().id, 42);
+//! assert_eq!(OrderPlaced::name(), "orders.placed");
+//! assert_eq!(Payment::name(), "Payment");
 //! ```
 //!
-//! # The promises
-//!
-//! 1. A slow or failing subscriber delays only itself (and, with `Block`, the publishers of its
-//!    topic).
-//! 2. Every mailbox is bounded; a full one does what its subscriber chose (`Block`,
-//!    `DropOldest`, `DropNewest`), and every drop is counted.
-//! 3. A failing message is retried in place, then kept as a [`DeadLetter`] with its error.
-//! 4. Every subscriber of a topic sees that topic's messages in one order, however many threads
-//!    publish; topics never wait on each other.
-//! 5. Closing delivers everything accepted, then stops.
-//!
-//! # Subscribers
-//!
-//! `#[subscriber(capacity = N, overflow = Block | DropOldest | DropNewest, retries = N,
-//! backoff = "10ms", name = "...")]` goes on a free function taking `&T` or `&Message<T>`
-//! (where `T: Topic`), optionally followed by `&Bus`, and returning `()` or `Result<(), E>`
-//! with `E: Display`. Defaults: capacity 1024, `Block`, no retries, 10 ms backoff, and the
-//! function's path as its name. Backoff units are `ns`, `us`, `ms`, `s` and `m`; the wait
-//! before retry *n* is `backoff × 2^(n−1)`, at most `32 × backoff` (see
-//! [`Options::retry_delay`]).
-//!
-//! An `Err` or a panic is a failed attempt; the worker lives on.
-//!
-//! A subscription to a type that is not a topic does not compile:
+//! Subscribing to a type that is not a topic does not compile:
 //!
 //! ```compile_fail
 //! use eventbus::subscriber;
@@ -78,6 +35,162 @@
 //! #[subscriber]
 //! fn handler(_: &NotATopic) {}
 //! ```
+//!
+//! # 2. Write a subscriber
+//!
+//! Mark a free function `#[subscriber]`. It takes the message as `&T` or `&Message<T>` (which
+//! adds [`Message::seq`], its place in the topic's order), then optionally `&Bus` (to publish
+//! more) and any number of [`State<T>`] (values given to the builder, such as a database
+//! pool). It returns `()` or `Result<(), E>` with `E: Display`. [`Bus::new`] starts every
+//! `#[subscriber]` in the program; [`Bus::builder`] starts only those you choose.
+//!
+//! ```
+//! use std::sync::Mutex;
+//! use eventbus::{subscriber, Bus, Message, State, Topic};
+//!
+//! #[derive(Topic)]
+//! pub struct OrderPlaced { pub id: u64 }
+//! #[derive(Topic)]
+//! pub struct StockReserved { pub order: u64 }
+//!
+//! #[derive(Default)]
+//! pub struct Warehouse { reserved: Mutex<Vec<u64>> }
+//!
+//! #[subscriber]
+//! fn reserve(order: &Message<OrderPlaced>, stock: State<Warehouse>, bus: &Bus) {
+//!     stock.reserved.lock().unwrap().push(order.id);
+//!     bus.publish(StockReserved { order: order.id }).unwrap();
+//! }
+//!
+//! let bus = Bus::builder().state(Warehouse::default()).registered().build();
+//! bus.publish(OrderPlaced { id: 41 }).unwrap();
+//! bus.close();
+//! assert_eq!(*bus.state::<Warehouse>().unwrap().reserved.lock().unwrap(), [41]);
+//! ```
+//!
+//! Closures subscribe at run time with [`Bus::subscribe`] and capture what they need.
+//!
+//! # 3. Choose an overflow policy
+//!
+//! Every mailbox is bounded (`capacity`, default 1024). When it is full, [`Overflow`] says
+//! what happens: `Block` (the default) makes the publisher wait for room; `DropOldest`
+//! discards the oldest queued message (a price feed that wants the latest); `DropNewest`
+//! discards the one being published. Every drop is counted.
+//!
+//! ```
+//! use eventbus::{Bus, Message, Options, Overflow, Topic};
+//!
+//! #[derive(Topic)]
+//! struct Price(u64);
+//!
+//! let bus = Bus::builder().build();
+//! let (started, busy) = std::sync::mpsc::channel();
+//! let (hold, wait) = std::sync::mpsc::channel::<()>();
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! let ticker = bus.subscribe::<Price, _>(
+//!     Options::default().capacity(2).overflow(Overflow::DropOldest),
+//!     move |m: &Message<Price>| {
+//!         if m.0 == 1 {
+//!             started.send(()).unwrap();
+//!             let _ = wait.recv(); // busy with the first price until let go
+//!         }
+//!         tx.send(m.0).unwrap();
+//!     },
+//! );
+//! bus.publish(Price(1)).unwrap();
+//! busy.recv().unwrap();
+//! for price in 2..=5 {
+//!     bus.publish(Price(price)).unwrap(); // 2 and 3 make way for 4 and 5
+//! }
+//! drop(hold);
+//! let stats = ticker.unsubscribe();
+//! assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 4, 5]);
+//! assert_eq!(stats.dropped, 2);
+//! ```
+//!
+//! # 4. Retries and dead letters
+//!
+//! An `Err` or a panic is a failed attempt; the worker lives on. `retries = n` tries again up
+//! to `n` times, in place (so the subscriber's order holds), waiting `backoff × 2^(k−1)`
+//! before retry `k` (at most 32 × backoff). Then the message becomes a [`DeadLetter`] with
+//! its last error, kept in a bounded store (10,000 by default); `payload::<T>()` hands the
+//! message back for inspection or republishing.
+//!
+//! ```
+//! use eventbus::{subscriber, Bus, Topic};
+//!
+//! #[derive(Topic, Debug)]
+//! pub struct Charge { pub cents: u64 }
+//!
+//! #[subscriber(retries = 2, backoff = "1ms", name = "billing")]
+//! fn charge(c: &Charge) -> Result<(), String> {
+//!     if c.cents > 1000 { Err(format!("{} cents is over the limit", c.cents)) } else { Ok(()) }
+//! }
+//!
+//! let bus = Bus::new();
+//! bus.publish(Charge { cents: 5000 }).unwrap();
+//! bus.close();
+//! let letter = &bus.dead_letters()[0];
+//! assert_eq!((letter.subscriber(), letter.attempts()), ("billing", 3));
+//! assert_eq!(letter.error(), "5000 cents is over the limit");
+//! assert_eq!(letter.payload::<Charge>().unwrap().cents, 5000);
+//! ```
+//!
+//! [`BusBuilder::on_dead_letter`] shows each dead letter to a callback as it happens.
+//!
+//! # 5. Closing
+//!
+//! [`Bus::close`] refuses new publishes from outside the bus, delivers everything already
+//! accepted (including what handlers publish meanwhile), and returns when every worker has
+//! stopped. After it, `publish` hands the message back. [`Bus::close_timeout`] bounds the
+//! wait and reports what was left. Dropping the last `Bus` handle closes it too.
+//!
+//! ```
+//! use eventbus::{Bus, Message, Options, PublishError, Topic};
+//!
+//! #[derive(Topic, Debug, PartialEq)]
+//! struct Job(u32);
+//!
+//! let bus = Bus::builder().build();
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! bus.subscribe::<Job, _>(Options::default(), move |m: &Message<Job>| tx.send(m.0).unwrap());
+//! for i in 0..100 {
+//!     bus.publish(Job(i)).unwrap();
+//! }
+//! bus.close();
+//! assert_eq!(rx.try_iter().count(), 100);
+//! assert_eq!(bus.publish(Job(7)), Err(PublishError::Closed(Job(7))));
+//! ```
+//!
+//! # 6. Stats
+//!
+//! [`Bus::stats`] counts, per topic and per subscription, what was received, queued,
+//! delivered, failed, retried, dead-lettered and dropped; `received` always equals the sum
+//! of the four outcomes. Its `Display` is a table.
+//!
+//! ```
+//! use eventbus::{Bus, Message, Options, Topic};
+//!
+//! #[derive(Topic)]
+//! struct Reading(u32);
+//!
+//! let bus = Bus::builder().build();
+//! bus.subscribe::<Reading, _>(Options::default().name("meter"), |_: &Message<Reading>| {});
+//! bus.publish(Reading(1)).unwrap();
+//! bus.close();
+//! let stats = bus.stats();
+//! let meter = &stats.subscriptions[0];
+//! assert_eq!((meter.received, meter.delivered), (1, 1));
+//! println!("{stats}");
+//! ```
+//!
+//! # Features
+//!
+//! - `tracing`: a span per delivery attempt, `warn` events for drops and dead letters, an
+//!   `info` event on close. Nothing is compiled in without it.
+//! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
+
+#![deny(missing_docs)]
 
 mod builder;
 mod bus;
