@@ -1,0 +1,867 @@
+//! `cargo bench -p eventbus --bench throughput`: the bus against the channels a Rust user
+//! would otherwise pick, in one process, alternating, several rounds; medians and ratios to a
+//! hand-made baseline measured in the same run.
+//!
+//! - `EVENTBUS_BENCH_MESSAGES` (default 1,000,000): messages per throughput scenario.
+//! - `EVENTBUS_BENCH_ROUNDS` (default 5): rounds per scenario; the median is reported.
+//! - `EVENTBUS_BENCH_SCALE` (default 10,000): subscribers in the scale scenario.
+//! - `EVENTBUS_BENCH_CHART` (a path): also write an SVG chart of ns/delivery by subscribers.
+//! - `EVENTBUS_BENCH_QUICK=1`: only the baseline and eventbus, for quick comparisons.
+//!
+//! Figures from a shared machine are noisy: read the ratios, not the absolute numbers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use eventbus::{Bus, Message, Options, Overflow, Topic};
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+
+/// Mailbox / ring size for every contender.
+const CAP: usize = 1024;
+
+#[derive(Topic, Clone)]
+struct Msg<const T: usize, const N: usize> {
+    bytes: [u8; N],
+}
+
+impl<const T: usize, const N: usize> Msg<T, N> {
+    fn new() -> Self {
+        Msg { bytes: [7; N] }
+    }
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Contender {
+    Baseline,
+    Eventbus,
+    TokioBroadcast,
+    BusCrate,
+    Flume,
+    StdSync,
+}
+
+use Contender::*;
+
+const ALL: [Contender; 6] = [Baseline, Eventbus, TokioBroadcast, BusCrate, Flume, StdSync];
+
+impl Contender {
+    fn name(self) -> &'static str {
+        match self {
+            Baseline => "baseline (Mutex + crossbeam)",
+            Eventbus => "eventbus",
+            TokioBroadcast => "tokio::broadcast",
+            BusCrate => "bus crate",
+            Flume => "flume bounded",
+            StdSync => "std sync_channel",
+        }
+    }
+}
+
+/// One measured run: wall time from the first publish until every subscriber had every
+/// message it was going to get.
+#[derive(Clone, Copy)]
+struct Run {
+    elapsed: Duration,
+    deliveries: u64,
+    lost: u64,
+}
+
+impl Run {
+    fn ns_per_delivery(&self) -> f64 {
+        self.elapsed.as_nanos() as f64 / self.deliveries.max(1) as f64
+    }
+}
+
+/// A scenario: `publishers` threads publish `messages` in all to each of `topics` topics;
+/// each topic has `subscribers` subscribers.
+#[derive(Clone, Copy)]
+struct Shape {
+    publishers: u64,
+    subscribers: usize,
+    topics: usize,
+    messages: u64,
+}
+
+/// Waits until `count` subscribers said they are done.
+fn wait_done(done: &Receiver<u64>, count: usize) -> u64 {
+    (0..count).map(|_| done.recv().unwrap()).sum()
+}
+
+fn split(messages: u64, publishers: u64, p: u64) -> u64 {
+    messages / publishers + u64::from(p < messages % publishers)
+}
+
+// ---------------------------------------------------------------- eventbus
+
+fn run_eventbus<const N: usize>(shape: Shape) -> Run {
+    let bus = Bus::builder().build();
+    let (done_tx, done_rx) = bounded(shape.subscribers * shape.topics);
+    fn subscribe<const T: usize, const N: usize>(
+        bus: &Bus,
+        n: usize,
+        msgs: u64,
+        done: &Sender<u64>,
+    ) {
+        for _ in 0..n {
+            let done = done.clone();
+            let mut got = 0;
+            bus.subscribe::<Msg<T, N>, _>(
+                Options::default().capacity(CAP),
+                move |m: &Message<Msg<T, N>>| {
+                    std::hint::black_box(&m.bytes);
+                    got += 1;
+                    if got == msgs {
+                        done.send(0).unwrap();
+                    }
+                },
+            );
+        }
+    }
+    let per_topic = shape.messages;
+    subscribe::<0, N>(&bus, shape.subscribers, per_topic, &done_tx);
+    if shape.topics > 1 {
+        subscribe::<1, N>(&bus, shape.subscribers, per_topic, &done_tx);
+        subscribe::<2, N>(&bus, shape.subscribers, per_topic, &done_tx);
+        subscribe::<3, N>(&bus, shape.subscribers, per_topic, &done_tx);
+    }
+    let start = Instant::now();
+    thread::scope(|scope| {
+        for p in 0..shape.publishers {
+            let bus = &bus;
+            scope.spawn(move || {
+                if shape.topics > 1 {
+                    // One publisher per topic.
+                    let count = shape.messages;
+                    for _ in 0..count {
+                        let _ = match p {
+                            0 => bus.publish(Msg::<0, N>::new()).map(|_| ()).map_err(|_| ()),
+                            1 => bus.publish(Msg::<1, N>::new()).map(|_| ()).map_err(|_| ()),
+                            2 => bus.publish(Msg::<2, N>::new()).map(|_| ()).map_err(|_| ()),
+                            _ => bus.publish(Msg::<3, N>::new()).map(|_| ()).map_err(|_| ()),
+                        };
+                    }
+                } else {
+                    for _ in 0..split(shape.messages, shape.publishers, p) {
+                        bus.publish(Msg::<0, N>::new()).map_err(|_| ()).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    wait_done(&done_rx, shape.subscribers * shape.topics);
+    let elapsed = start.elapsed();
+    bus.close();
+    Run {
+        elapsed,
+        deliveries: per_topic * (shape.subscribers * shape.topics) as u64,
+        lost: 0,
+    }
+}
+
+// ---------------------------------------------------------------- the hand-made baseline
+
+/// The seed's design by hand: a per-topic lock around numbering and hand-out, a bounded
+/// crossbeam mailbox per subscriber carrying an `Arc` of the message, a thread each.
+struct HandTopic<T> {
+    order: Mutex<u64>,
+    mailboxes: Vec<Sender<Arc<T>>>,
+}
+
+impl<T> HandTopic<T> {
+    fn publish(&self, message: T) -> u64 {
+        let mut seq = self.order.lock();
+        let current = *seq;
+        *seq += 1;
+        if !self.mailboxes.is_empty() {
+            let message = Arc::new(message);
+            for mailbox in &self.mailboxes {
+                mailbox.send(Arc::clone(&message)).unwrap();
+            }
+        }
+        current
+    }
+}
+
+/// A per-subscriber channel kind for the "one channel per subscriber" contenders.
+trait Fanout<T>: Send + Sync {
+    fn send_all(&self, message: T);
+}
+
+fn hand_topic<T: Send + Sync + 'static>(
+    subscribers: usize,
+    messages: u64,
+    done: &Sender<u64>,
+) -> HandTopic<T> {
+    let mailboxes = (0..subscribers)
+        .map(|_| {
+            let (tx, rx) = bounded::<Arc<T>>(CAP);
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut got = 0;
+                for m in rx {
+                    std::hint::black_box(&*m);
+                    got += 1;
+                    if got == messages {
+                        done.send(0).unwrap();
+                    }
+                }
+            });
+            tx
+        })
+        .collect();
+    HandTopic {
+        order: Mutex::new(0),
+        mailboxes,
+    }
+}
+
+impl<T: Send + Sync> Fanout<T> for HandTopic<T> {
+    fn send_all(&self, message: T) {
+        self.publish(message);
+    }
+}
+
+// ---------------------------------------------------------------- peers
+
+struct FlumeTopic<T> {
+    order: Mutex<()>,
+    mailboxes: Vec<flume::Sender<Arc<T>>>,
+}
+
+impl<T: Send + Sync> Fanout<T> for FlumeTopic<T> {
+    fn send_all(&self, message: T) {
+        let _order = self.order.lock();
+        let message = Arc::new(message);
+        for mailbox in &self.mailboxes {
+            mailbox.send(Arc::clone(&message)).unwrap();
+        }
+    }
+}
+
+fn flume_topic<T: Send + Sync + 'static>(
+    subscribers: usize,
+    messages: u64,
+    done: &Sender<u64>,
+) -> FlumeTopic<T> {
+    let mailboxes = (0..subscribers)
+        .map(|_| {
+            let (tx, rx) = flume::bounded::<Arc<T>>(CAP);
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut got = 0;
+                for m in rx.iter() {
+                    std::hint::black_box(&*m);
+                    got += 1;
+                    if got == messages {
+                        done.send(0).unwrap();
+                    }
+                }
+            });
+            tx
+        })
+        .collect();
+    FlumeTopic {
+        order: Mutex::new(()),
+        mailboxes,
+    }
+}
+
+struct StdTopic<T> {
+    order: Mutex<()>,
+    mailboxes: Vec<mpsc::SyncSender<Arc<T>>>,
+}
+
+impl<T: Send + Sync> Fanout<T> for StdTopic<T> {
+    fn send_all(&self, message: T) {
+        let _order = self.order.lock();
+        let message = Arc::new(message);
+        for mailbox in &self.mailboxes {
+            mailbox.send(Arc::clone(&message)).unwrap();
+        }
+    }
+}
+
+fn std_topic<T: Send + Sync + 'static>(
+    subscribers: usize,
+    messages: u64,
+    done: &Sender<u64>,
+) -> StdTopic<T> {
+    let mailboxes = (0..subscribers)
+        .map(|_| {
+            let (tx, rx) = mpsc::sync_channel::<Arc<T>>(CAP);
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut got = 0;
+                for m in rx {
+                    std::hint::black_box(&*m);
+                    got += 1;
+                    if got == messages {
+                        done.send(0).unwrap();
+                    }
+                }
+            });
+            tx
+        })
+        .collect();
+    StdTopic {
+        order: Mutex::new(()),
+        mailboxes,
+    }
+}
+
+/// The `bus` crate: one lock-free ring shared by all readers; `broadcast` needs `&mut`, so
+/// several publishers share it behind a lock.
+struct BusCrateTopic<T> {
+    ring: Mutex<bus::Bus<T>>,
+}
+
+impl<T: Clone + Send + Sync> Fanout<T> for BusCrateTopic<T> {
+    fn send_all(&self, message: T) {
+        self.ring.lock().broadcast(message);
+    }
+}
+
+fn bus_crate_topic<T: Clone + Send + Sync + 'static>(
+    subscribers: usize,
+    messages: u64,
+    done: &Sender<u64>,
+) -> BusCrateTopic<T> {
+    let mut ring = bus::Bus::new(CAP);
+    for _ in 0..subscribers {
+        let mut rx = ring.add_rx();
+        let done = done.clone();
+        thread::spawn(move || {
+            let mut got = 0;
+            while let Ok(m) = rx.recv() {
+                std::hint::black_box(&m);
+                got += 1;
+                if got == messages {
+                    done.send(0).unwrap();
+                }
+            }
+        });
+    }
+    BusCrateTopic {
+        ring: Mutex::new(ring),
+    }
+}
+
+/// `tokio::sync::broadcast`: lossy; a lagging receiver loses messages (reported).
+fn run_tokio<T: Clone + Send + Sync + 'static>(shape: Shape, make: fn() -> T) -> Run {
+    let (done_tx, done_rx) = bounded(shape.subscribers * shape.topics);
+    let senders: Vec<_> = (0..shape.topics)
+        .map(|_| {
+            let (tx, _) = tokio::sync::broadcast::channel::<T>(CAP);
+            for _ in 0..shape.subscribers {
+                let mut rx = tx.subscribe();
+                let done = done_tx.clone();
+                let messages = shape.messages;
+                thread::spawn(move || {
+                    let (mut got, mut lost) = (0, 0);
+                    loop {
+                        match rx.blocking_recv() {
+                            Ok(m) => {
+                                std::hint::black_box(&m);
+                                got += 1;
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => lost += n,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                        }
+                        if got + lost == messages {
+                            break;
+                        }
+                    }
+                    done.send(lost).unwrap();
+                });
+            }
+            tx
+        })
+        .collect();
+    let start = Instant::now();
+    thread::scope(|scope| {
+        for p in 0..shape.publishers {
+            let tx = senders[if shape.topics > 1 { p as usize } else { 0 }].clone();
+            let count = if shape.topics > 1 {
+                shape.messages
+            } else {
+                split(shape.messages, shape.publishers, p)
+            };
+            scope.spawn(move || {
+                for _ in 0..count {
+                    let _ = tx.send(make());
+                }
+            });
+        }
+    });
+    drop(senders);
+    let lost = wait_done(&done_rx, shape.subscribers * shape.topics);
+    let elapsed = start.elapsed();
+    let all = shape.messages * (shape.subscribers * shape.topics) as u64;
+    Run {
+        elapsed,
+        deliveries: all - lost,
+        lost,
+    }
+}
+
+fn run_fanout<T: Clone + Send + Sync + 'static>(
+    contender: Contender,
+    shape: Shape,
+    make: fn() -> T,
+) -> Run {
+    let (done_tx, done_rx) = bounded(shape.subscribers * shape.topics);
+    let topics: Vec<Box<dyn Fanout<T>>> = (0..shape.topics)
+        .map(|_| -> Box<dyn Fanout<T>> {
+            let (n, m) = (shape.subscribers, shape.messages);
+            match contender {
+                Baseline => Box::new(hand_topic::<T>(n, m, &done_tx)),
+                Flume => Box::new(flume_topic::<T>(n, m, &done_tx)),
+                StdSync => Box::new(std_topic::<T>(n, m, &done_tx)),
+                BusCrate => Box::new(bus_crate_topic::<T>(n, m, &done_tx)),
+                Eventbus | TokioBroadcast => unreachable!(),
+            }
+        })
+        .collect();
+    let start = Instant::now();
+    thread::scope(|scope| {
+        for p in 0..shape.publishers {
+            let (topic, count) = if shape.topics > 1 {
+                (&topics[p as usize], shape.messages)
+            } else {
+                (&topics[0], split(shape.messages, shape.publishers, p))
+            };
+            scope.spawn(move || {
+                for _ in 0..count {
+                    topic.send_all(make());
+                }
+            });
+        }
+    });
+    wait_done(&done_rx, shape.subscribers * shape.topics);
+    let elapsed = start.elapsed();
+    drop(topics);
+    Run {
+        elapsed,
+        deliveries: shape.messages * (shape.subscribers * shape.topics) as u64,
+        lost: 0,
+    }
+}
+
+fn run<const N: usize>(contender: Contender, shape: Shape) -> Run {
+    match contender {
+        Eventbus => run_eventbus::<N>(shape),
+        TokioBroadcast => run_tokio(shape, Msg::<0, N>::new),
+        other => run_fanout(other, shape, Msg::<0, N>::new),
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
+/// Runs every contender `rounds` times, alternating, and prints the medians.
+fn scenario<const N: usize>(
+    title: &str,
+    shape: Shape,
+    rounds: u64,
+    contenders: &[Contender],
+) -> Vec<(Contender, f64)> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+    let mut lost = vec![0u64; contenders.len()];
+    for _ in 0..rounds {
+        for (i, &contender) in contenders.iter().enumerate() {
+            let run = run::<N>(contender, shape);
+            times[i].push(run.ns_per_delivery());
+            lost[i] += run.lost;
+        }
+    }
+    let medians: Vec<(Contender, f64)> = contenders
+        .iter()
+        .zip(&times)
+        .map(|(&c, t)| (c, median(t.clone())))
+        .collect();
+    let baseline = medians[0].1;
+    let bus_crate = medians.iter().find(|(c, _)| *c == BusCrate).map(|m| m.1);
+    println!("\n{title}");
+    println!(
+        "  {:<30} {:>10} {:>9} {:>12}",
+        "contender", "ns/deliv", "ratio", "lost"
+    );
+    for (i, (contender, ns)) in medians.iter().enumerate() {
+        let loss = if lost[i] > 0 {
+            format!(
+                "{} ({:.1}%)",
+                lost[i],
+                100.0 * lost[i] as f64
+                    / (rounds * shape.messages * (shape.subscribers * shape.topics) as u64) as f64
+            )
+        } else {
+            "0".into()
+        };
+        println!(
+            "  {:<30} {:>10.1} {:>8.2}x {:>12}",
+            contender.name(),
+            ns,
+            ns / baseline,
+            loss
+        );
+    }
+    if let Some(eventbus) = medians.iter().find(|(c, _)| *c == Eventbus).map(|m| m.1) {
+        let mut targets = format!(
+            "  target: eventbus ≤ 1.2 × baseline: {:.2}x",
+            eventbus / baseline
+        );
+        if let (Some(bus), true) = (bus_crate, shape.subscribers >= 4) {
+            targets += &format!("; ≤ 2 × bus crate: {:.2}x", eventbus / bus);
+        }
+        println!("{targets}");
+    }
+    medians
+}
+
+// ---------------------------------------------------------------- the other measurements
+
+fn no_subscribers(rounds: u64, messages: u64) {
+    let mut bus_ns = Vec::new();
+    let mut base_ns = Vec::new();
+    for _ in 0..rounds {
+        let bus = Bus::builder().build();
+        let start = Instant::now();
+        for _ in 0..messages {
+            std::hint::black_box(bus.publish(Msg::<0, 8>::new()).map_err(|_| ()).unwrap());
+        }
+        bus_ns.push(start.elapsed().as_nanos() as f64 / messages as f64);
+        bus.close();
+        let (done, _) = bounded(1);
+        let hand = hand_topic::<Msg<0, 8>>(0, 0, &done);
+        let start = Instant::now();
+        for _ in 0..messages {
+            std::hint::black_box(hand.publish(Msg::<0, 8>::new()));
+        }
+        base_ns.push(start.elapsed().as_nanos() as f64 / messages as f64);
+    }
+    let (bus, base) = (median(bus_ns), median(base_ns));
+    println!("\npublish to a topic with no subscribers (1 thread)");
+    println!(
+        "  eventbus {bus:.1} ns/publish, baseline {base:.1} ns/publish ({:.2}x); target ≤ 30 ns",
+        bus / base
+    );
+}
+
+fn latency(messages: u64, rate_per_sec: u64) {
+    println!("\nlatency, publish → handler start, 1 publisher → 1 subscriber at {rate_per_sec}/s");
+    println!(
+        "  {:<30} {:>9} {:>9} {:>9}",
+        "contender", "p50 µs", "p99 µs", "p99.9 µs"
+    );
+    let interval = Duration::from_nanos(1_000_000_000 / rate_per_sec);
+    for contender in [Baseline, Eventbus] {
+        let histogram = Arc::new(Mutex::new(Histogram::<u64>::new(3).unwrap()));
+        let record = histogram.clone();
+        let (done_tx, done_rx) = bounded::<u64>(1);
+        let publish: Box<dyn Fn(Instant)> = match contender {
+            Eventbus => {
+                let bus = Bus::builder().build();
+                let mut got = 0;
+                bus.subscribe::<Stamp, _>(
+                    Options::default().capacity(CAP),
+                    move |m: &Message<Stamp>| {
+                        let _ = record.lock().record(m.0.elapsed().as_nanos() as u64);
+                        got += 1;
+                        if got == messages {
+                            done_tx.send(0).unwrap();
+                        }
+                    },
+                );
+                Box::new(move |now| {
+                    bus.publish(Stamp(now)).map_err(|_| ()).unwrap();
+                })
+            }
+            _ => {
+                let (tx, rx) = bounded::<Arc<Stamp>>(CAP);
+                thread::spawn(move || {
+                    let mut got = 0;
+                    for m in rx {
+                        let _ = record.lock().record(m.0.elapsed().as_nanos() as u64);
+                        got += 1;
+                        if got == messages {
+                            done_tx.send(0).unwrap();
+                        }
+                    }
+                });
+                let topic = HandTopic {
+                    order: Mutex::new(0),
+                    mailboxes: vec![tx],
+                };
+                Box::new(move |now| {
+                    topic.publish(Stamp(now));
+                })
+            }
+        };
+        let mut next = Instant::now();
+        for _ in 0..messages {
+            next += interval;
+            while Instant::now() < next {
+                std::hint::spin_loop();
+            }
+            publish(Instant::now());
+        }
+        done_rx.recv().unwrap();
+        drop(publish);
+        let h = histogram.lock();
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        println!(
+            "  {:<30} {:>9.1} {:>9.1} {:>9.1}",
+            contender.name(),
+            us(0.5),
+            us(0.99),
+            us(0.999)
+        );
+    }
+}
+
+#[derive(Topic)]
+struct Stamp(Instant);
+
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096
+}
+
+fn memory(messages: u64) {
+    const SIZE: usize = 64;
+    let bus = Bus::builder().build();
+    let (release_tx, release_rx) = bounded::<()>(0);
+    let (started_tx, started_rx) = bounded::<()>(1);
+    bus.subscribe::<Msg<9, SIZE>, _>(
+        Options::default()
+            .capacity(CAP)
+            .overflow(Overflow::DropOldest),
+        move |_: &Message<Msg<9, SIZE>>| {
+            let _ = started_tx.try_send(());
+            let _ = release_rx.recv();
+        },
+    );
+    bus.publish(Msg::<9, SIZE>::new()).map_err(|_| ()).unwrap();
+    started_rx.recv().unwrap();
+    let before = resident_bytes();
+    for _ in 0..messages {
+        bus.publish(Msg::<9, SIZE>::new()).map_err(|_| ()).unwrap();
+    }
+    let after = resident_bytes();
+    let dropped = bus.stats().subscriptions[0].dropped;
+    drop(release_tx);
+    bus.close();
+    // One mailbox slot (16 B) plus one shared message (Arc header 16 B + seq, topic, payload).
+    let per_message = 16 + 16 + 8 + 16 + SIZE as u64;
+    println!("\nmemory: one stalled DropOldest subscriber (capacity {CAP}), {messages} messages of {SIZE} B");
+    println!(
+        "  resident set grew by {} KiB; capacity × message ≈ {} KiB; {dropped} dropped",
+        after.saturating_sub(before) / 1024,
+        CAP as u64 * per_message / 1024
+    );
+}
+
+fn scale(subscribers: usize, messages: u64) {
+    let before = resident_bytes();
+    let bus = Bus::builder().build();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    for _ in 0..subscribers {
+        let delivered = delivered.clone();
+        bus.subscribe::<Msg<8, 8>, _>(
+            Options::default().capacity(64),
+            move |_: &Message<Msg<8, 8>>| {
+                delivered.fetch_add(1, Ordering::Relaxed);
+            },
+        );
+    }
+    let started = start.elapsed();
+    let running = resident_bytes();
+    let start = Instant::now();
+    for _ in 0..messages {
+        bus.publish(Msg::<8, 8>::new()).map_err(|_| ()).unwrap();
+    }
+    bus.close();
+    let elapsed = start.elapsed();
+    let deliveries = delivered.load(Ordering::Relaxed);
+    assert_eq!(deliveries, messages * subscribers as u64);
+    println!(
+        "\nscale: {subscribers} subscribers (threads) on one topic, {messages} messages, close"
+    );
+    println!(
+        "  start-up {:.0} ms ({:.1} µs per subscriber); {:.0} ns per delivery (publish to close); \
+         resident set +{} MiB while running",
+        started.as_secs_f64() * 1000.0,
+        started.as_secs_f64() * 1e6 / subscribers as f64,
+        elapsed.as_nanos() as f64 / deliveries as f64,
+        running.saturating_sub(before) >> 20
+    );
+}
+
+/// A small SVG line chart: ns/delivery by subscriber count, one line per contender.
+fn chart(path: &str, series: &[(Contender, Vec<(usize, f64)>)]) {
+    let (w, h, left, bottom) = (640.0, 400.0, 70.0, 50.0);
+    let max = series
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let xs = [1usize, 4, 16];
+    let x = |n: usize| {
+        left + (w - left - 20.0) * xs.iter().position(|&v| v == n).unwrap_or(0) as f64 / 2.0
+    };
+    let y = |v: f64| (h - bottom) - (h - bottom - 20.0) * v / max;
+    let colours = [
+        "#000000", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
+    ];
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"14\" text-anchor=\"middle\">ns per delivery by subscribers (1 publisher, median; lower is better)</text>\n\
+         <line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n<line x1=\"{left}\" y1=\"20\" x2=\"{left}\" y2=\"{}\" stroke=\"#888\"/>\n",
+        w / 2.0, h - bottom, w - 20.0, h - bottom, h - bottom
+    );
+    for n in xs {
+        svg += &format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{n}</text>\n",
+            x(n),
+            h - bottom + 16.0
+        );
+    }
+    svg += &format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">subscribers</text>\n",
+        w / 2.0,
+        h - 12.0
+    );
+    for i in 0..=4 {
+        let v = max * i as f64 / 4.0;
+        svg += &format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{v:.0}</text>\n",
+            left - 6.0,
+            y(v) + 4.0
+        );
+    }
+    for (k, (contender, points)) in series.iter().enumerate() {
+        let colour = colours[k % colours.len()];
+        let path: Vec<String> = points
+            .iter()
+            .map(|(n, v)| format!("{:.1},{:.1}", x(*n), y(*v)))
+            .collect();
+        svg += &format!(
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n",
+            path.join(" ")
+        );
+        svg += &format!(
+            "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{}</text>\n",
+            left + 10.0,
+            34.0 + 15.0 * k as f64,
+            contender.name()
+        );
+    }
+    svg += "</svg>\n";
+    std::fs::write(path, svg).expect("write the chart");
+    println!("\nchart written to {path}");
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run tiny then.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let messages = env(
+        "EVENTBUS_BENCH_MESSAGES",
+        if quick { 2_000 } else { 1_000_000 },
+    );
+    let rounds = env("EVENTBUS_BENCH_ROUNDS", if quick { 1 } else { 5 });
+    let scale_subscribers = env("EVENTBUS_BENCH_SCALE", if quick { 50 } else { 10_000 }) as usize;
+    println!("eventbus throughput: {messages} messages per scenario, {rounds} rounds, medians; mailbox/ring {CAP}");
+    println!(
+        "machine: {} cores; figures are noisy, compare the ratios",
+        thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    let only_two = std::env::var_os("EVENTBUS_BENCH_QUICK").is_some();
+    let contenders: &[Contender] = if only_two { &ALL[..2] } else { &ALL };
+    let mut by_subscribers: Vec<(Contender, Vec<(usize, f64)>)> =
+        contenders.iter().map(|&c| (c, Vec::new())).collect();
+    for subscribers in [1, 4, 16] {
+        let shape = Shape {
+            publishers: 1,
+            subscribers,
+            topics: 1,
+            messages,
+        };
+        let medians = scenario::<8>(
+            &format!("1 publisher → {subscribers} subscriber(s), 8 B messages"),
+            shape,
+            rounds,
+            contenders,
+        );
+        for (contender, ns) in medians {
+            let series = by_subscribers
+                .iter_mut()
+                .find(|(c, _)| *c == contender)
+                .unwrap();
+            series.1.push((subscribers, ns));
+        }
+    }
+    let shape = Shape {
+        publishers: 4,
+        subscribers: 4,
+        topics: 1,
+        messages,
+    };
+    scenario::<8>(
+        "4 publishers → 4 subscribers, one topic",
+        shape,
+        rounds,
+        contenders,
+    );
+    let shape = Shape {
+        publishers: 4,
+        subscribers: 1,
+        topics: 4,
+        messages: messages / 4,
+    };
+    scenario::<8>(
+        "4 publishers on 4 topics, 1 subscriber each",
+        shape,
+        rounds,
+        contenders,
+    );
+    let shape = Shape {
+        publishers: 1,
+        subscribers: 4,
+        topics: 1,
+        messages,
+    };
+    scenario::<1024>(
+        "1 publisher → 4 subscribers, 1 KiB messages",
+        shape,
+        rounds,
+        contenders,
+    );
+    no_subscribers(rounds, messages.max(100_000));
+    latency(messages.min(50_000), 50_000);
+    memory(messages);
+    scale(scale_subscribers, if quick { 10 } else { 1_000 });
+    if let Ok(path) = std::env::var("EVENTBUS_BENCH_CHART") {
+        chart(&path, &by_subscribers);
+    }
+}

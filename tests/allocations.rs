@@ -1,0 +1,62 @@
+//! No allocation on the publish path beyond the one `Arc` per message, and none at all when
+//! the topic has no subscribers. Counted with dhat's allocator, so the test is exact.
+
+use eventbus::{Bus, Message, Options, Topic};
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+#[derive(Topic)]
+struct Ping(u64);
+
+#[derive(Topic)]
+struct Unheard(u64);
+
+fn blocks() -> u64 {
+    dhat::HeapStats::get().total_blocks
+}
+
+#[test]
+fn publishing_allocates_one_arc_per_message_and_nothing_without_subscribers() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let bus = Bus::builder().build();
+    let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let (release_tx, release_rx) = std::sync::mpsc::sync_channel::<()>(0);
+    bus.subscribe::<Ping, _>(
+        Options::default().capacity(2048),
+        move |m: &Message<Ping>| {
+            if m.0 == 0 {
+                started_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+            }
+        },
+    );
+    // The first publish of a topic makes its state; the worker then stalls on message 0, so
+    // only the publishing thread allocates while we count.
+    bus.publish(Ping(0)).unwrap();
+    bus.publish(Unheard(0)).unwrap();
+    started_rx.recv().unwrap();
+
+    let before = blocks();
+    for i in 1..=1000 {
+        bus.publish(Unheard(i)).unwrap();
+    }
+    assert_eq!(
+        blocks() - before,
+        0,
+        "a publish with no subscribers allocated"
+    );
+
+    let before = blocks();
+    for i in 1..=1000 {
+        bus.publish(Ping(i)).unwrap();
+    }
+    assert_eq!(
+        blocks() - before,
+        1000,
+        "a publish allocated more than its one Arc"
+    );
+
+    drop(release_tx);
+    bus.close();
+}
