@@ -10,7 +10,7 @@ static ALLOC: dhat::Alloc = dhat::Alloc;
 struct Ping(u64);
 
 #[derive(Topic)]
-struct Unheard(u64);
+struct Unheard(#[allow(dead_code)] u64);
 
 fn blocks() -> u64 {
     dhat::HeapStats::get().total_blocks
