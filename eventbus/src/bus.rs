@@ -447,9 +447,8 @@ impl Inner {
         H: FnMut(&Message<T>, &Bus) -> Result<(), String> + Send + 'static,
     {
         let topic = self.topic::<T>();
-        let stop = self.lifecycle.stop_signal().clone();
-        let (outbox, inbox) = mailbox(options.capacity, stop, |queue, retire| {
-            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, queue, retire)
+        let (outbox, inbox) = mailbox(options.capacity, |mailbox| {
+            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, mailbox)
         });
         let core = Arc::clone(&outbox.core);
         let worker_core = Arc::clone(&core);
@@ -585,7 +584,7 @@ impl Inner {
                 name: core.name.to_string(),
                 topic: core.topic,
                 queued: core.queued(),
-                in_handler: core.busy.load(SeqCst),
+                in_handler: core.in_handler(),
             })
             .collect();
         CloseReport {

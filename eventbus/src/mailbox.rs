@@ -1,17 +1,18 @@
 //! Mailboxes: one bounded `crossbeam-channel` per subscription. The publishing side
-//! ([`Outbox`]) applies the subscriber's overflow policy; the worker's side ([`Inbox`]) hands
-//! out the next message until the subscription is retired or the bus is stopped.
+//! ([`Outbox`]) applies the subscriber's overflow policy; the worker's side ([`Inbox`]) takes
+//! messages until the mailbox is shut and empty.
 //!
-//! Every hand-out to one mailbox happens under its subscription's `accepting` lock, and all
-//! hand-outs of a topic are already serialised by the topic's order lock, so that lock is
-//! contended only by `retire`, which takes it once to shut the mailbox for good. After that
-//! nothing more arrives, which is what lets the worker drain what is left and stop.
+//! The channel has exactly one sender, kept in a [`Slot`]. Every hand-out to the mailbox holds
+//! the slot's lock, and all hand-outs of a topic are already serialised by the topic's order
+//! lock, so the slot is contended only by `shut`, which takes it once and drops the sender.
+//! From then on nothing arrives, the channel is disconnected, and the worker's receive ends
+//! as soon as the mailbox is empty: no separate signal is needed to stop a worker.
 
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, TrySendError};
+use parking_lot::Mutex;
 
 use crate::deadlock::TopicWaits;
 use crate::observe;
@@ -35,51 +36,76 @@ pub(crate) enum Offer {
 }
 
 pub(crate) struct Outbox<T> {
-    tx: Sender<Arc<Message<T>>>,
+    /// The mailbox's only sender; `retire` takes it (see the module docs).
+    slot: Arc<Slot<T>>,
     /// For `DropOldest`: the publisher takes the oldest message out itself to make room.
     rx: Receiver<Arc<Message<T>>>,
     pub(crate) core: Arc<SubscriptionCore>,
 }
 
-pub(crate) struct Inbox<T> {
-    rx: Receiver<Arc<Message<T>>>,
-    /// Disconnected by `retire`: from then on the mailbox only empties.
-    retire: Receiver<()>,
-    /// Disconnected by a forced stop.
-    stop: Receiver<()>,
-    retired: bool,
+/// Holds the mailbox's one sender. Locked by a publisher for the whole of one hand-out to
+/// this mailbox (hand-outs of a topic are already serialised by its order lock, so only
+/// `shut` contends), and by `shut`, which drops the sender: the channel is then
+/// disconnected and the worker, once it has emptied it, sees the end.
+pub(crate) struct Slot<T>(Mutex<Option<Sender<Arc<Message<T>>>>>);
+
+/// Shutting a mailbox, without its message type.
+pub(crate) trait Shut: Send + Sync {
+    /// Nothing arrives after this returns. Waits at most for a publisher blocked on this
+    /// very mailbox, which its worker is emptying (or a forced stop has woken).
+    fn shut(&self);
+    /// Messages in the mailbox.
+    fn len(&self) -> usize;
 }
 
-/// A mailbox of `capacity` slots, as its two ends.
+struct Shutter<T> {
+    slot: Arc<Slot<T>>,
+    rx: Receiver<Arc<Message<T>>>,
+}
+
+impl<T: Send + Sync> Shut for Shutter<T> {
+    fn shut(&self) {
+        self.slot.0.lock().take();
+    }
+
+    fn len(&self) -> usize {
+        self.rx.len()
+    }
+}
+
+/// The worker's end: the mailbox's receiver.
+pub(crate) struct Inbox<T> {
+    rx: Receiver<Arc<Message<T>>>,
+}
+
+/// A mailbox of `capacity` slots, as its two ends; `core` makes the subscription's shared
+/// state around the mailbox's shutter.
 pub(crate) fn mailbox<T>(
     capacity: usize,
-    stop: Receiver<()>,
-    core: impl FnOnce(Receiver<Arc<Message<T>>>, Sender<()>) -> SubscriptionCore,
+    core: impl FnOnce(Box<dyn Shut>) -> SubscriptionCore,
 ) -> (Outbox<T>, Inbox<T>)
 where
     T: Send + Sync + 'static,
 {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
-    let (retire_tx, retire) = crossbeam_channel::bounded(0);
-    let core = Arc::new(core(rx.clone(), retire_tx));
+    let slot = Arc::new(Slot(Mutex::new(Some(tx))));
+    let shutter = Shutter {
+        slot: Arc::clone(&slot),
+        rx: rx.clone(),
+    };
+    let core = Arc::new(core(Box::new(shutter)));
     let outbox = Outbox {
-        tx,
+        slot,
         rx: rx.clone(),
         core,
     };
-    let inbox = Inbox {
-        rx,
-        retire,
-        stop,
-        retired: false,
-    };
-    (outbox, inbox)
+    (outbox, Inbox { rx })
 }
 
 impl<T> Outbox<T> {
     /// Whether a publish would have to wait here: a `Block` mailbox with no room.
     pub(crate) fn would_block(&self) -> bool {
-        self.core.options.overflow == Overflow::Block && self.tx.is_full()
+        self.core.options.overflow == Overflow::Block && self.rx.is_full()
     }
 
     /// Offers one message, waiting for room (with `Block`) until `deadline` or a forced stop.
@@ -90,20 +116,20 @@ impl<T> Outbox<T> {
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
-        let accepting = self.core.accepting.lock();
-        if !*accepting {
+        let slot = self.slot.0.lock();
+        let Some(tx) = &*slot else {
             return Offer::Retired;
-        }
+        };
         let counters = &self.core.counters;
         Counters::bump(&counters.received);
         let offer = match self.core.options.overflow {
-            Overflow::Block => self.send_blocking(Arc::clone(message), deadline, stop, waits),
-            Overflow::DropNewest => match self.tx.try_send(Arc::clone(message)) {
+            Overflow::Block => self.send_blocking(tx, Arc::clone(message), deadline, stop, waits),
+            Overflow::DropNewest => match tx.try_send(Arc::clone(message)) {
                 Ok(()) => Offer::Accepted { evicted: 0 },
                 Err(TrySendError::Full(_)) => Offer::Dropped,
                 Err(TrySendError::Disconnected(_)) => Offer::Retired,
             },
-            Overflow::DropOldest => self.send_evicting(Arc::clone(message)),
+            Overflow::DropOldest => self.send_evicting(tx, Arc::clone(message)),
         };
         match offer {
             Offer::Accepted { evicted } => {
@@ -125,47 +151,57 @@ impl<T> Outbox<T> {
         offer
     }
 
+    /// `Block`. While the publisher waits, the message is not counted as received, so
+    /// `queued` does not include it; it is counted again just before it goes in (only this
+    /// publisher puts messages in, so once there is room the send succeeds).
     fn send_blocking(
         &self,
+        tx: &Sender<Arc<Message<T>>>,
         message: Arc<Message<T>>,
         deadline: Option<Instant>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
-        let message = match self.tx.try_send(message) {
+        let received = &self.core.counters.received;
+        let mut message = match tx.try_send(message) {
             Ok(()) => return Offer::Accepted { evicted: 0 },
             Err(TrySendError::Full(message)) => message,
-            // Cannot happen: this outbox holds a receiver. Not counted as accepted.
-            Err(TrySendError::Disconnected(_)) => return Offer::Retired,
+            // Cannot happen: this outbox holds a receiver.
+            Err(TrySendError::Disconnected(_)) => return Offer::Accepted { evicted: 0 },
         };
-        let mut select = Select::new();
-        let send = select.send(&self.tx);
-        select.recv(stop);
-        let selected = waits.waiting_on(&self.core, || match deadline {
-            None => Some(select.select()),
-            Some(deadline) => select.select_deadline(deadline).ok(),
-        });
-        let Some(operation) = selected else {
-            return Offer::TimedOut;
-        };
-        if operation.index() == send {
-            match operation.send(&self.tx, message) {
-                Ok(()) => Offer::Accepted { evicted: 0 },
-                Err(_) => Offer::Retired,
+        Counters::unbump(received);
+        loop {
+            let mut select = Select::new();
+            let send = select.send(tx);
+            select.recv(stop);
+            let ready = waits.waiting_on(&self.core, || match deadline {
+                None => Some(select.ready()),
+                Some(deadline) => select.ready_deadline(deadline).ok(),
+            });
+            Counters::bump(received);
+            match ready {
+                None => return Offer::TimedOut,
+                Some(index) if index != send => return Offer::Abandoned,
+                Some(_) => {}
             }
-        } else {
-            let _ = operation.recv(stop);
-            Offer::Abandoned
+            match tx.try_send(message) {
+                Ok(()) => return Offer::Accepted { evicted: 0 },
+                Err(TrySendError::Full(back)) => {
+                    message = back;
+                    Counters::unbump(received);
+                }
+                Err(TrySendError::Disconnected(_)) => return Offer::Accepted { evicted: 0 },
+            }
         }
     }
 
     /// `DropOldest`: room is made by taking the oldest message out. Only publishers (one at a
     /// time, under the topic's order lock) put messages in, so once one is taken out the send
     /// succeeds; the loop covers the worker emptying the mailbox in between.
-    fn send_evicting(&self, mut message: Arc<Message<T>>) -> Offer {
+    fn send_evicting(&self, tx: &Sender<Arc<Message<T>>>, mut message: Arc<Message<T>>) -> Offer {
         let mut evicted = 0;
         loop {
-            match self.tx.try_send(message) {
+            match tx.try_send(message) {
                 Ok(()) => return Offer::Accepted { evicted },
                 Err(TrySendError::Full(back)) => {
                     message = back;
@@ -186,43 +222,18 @@ impl<T> Outbox<T> {
 }
 
 impl<T> Inbox<T> {
-    /// The next message, or `None` once the subscription is retired and empty, or the bus was
-    /// stopped.
-    ///
-    /// `busy` is raised before a message leaves the mailbox and stays up while the worker
-    /// holds it (the worker lowers it when done), so "in the mailbox or in hand", what stats
-    /// call queued, never reads low. Waiting for a message therefore only waits for one to be
-    /// *ready* and then takes it with `busy` up.
-    pub(crate) fn next(
-        &mut self,
-        stopped: &AtomicBool,
-        busy: &AtomicBool,
-    ) -> Option<Arc<Message<T>>> {
-        loop {
-            if stopped.load(SeqCst) {
-                return None;
-            }
-            busy.store(true, SeqCst);
-            match self.rx.try_recv() {
-                Ok(message) => return Some(message),
-                Err(TryRecvError::Disconnected) => {
-                    busy.store(false, SeqCst);
-                    return None;
-                }
-                Err(TryRecvError::Empty) => busy.store(false, SeqCst),
-            }
-            if self.retired {
-                return None;
-            }
-            let mut ready = Select::new();
-            ready.recv(&self.rx);
-            let retire = ready.recv(&self.retire);
-            let stop = ready.recv(&self.stop);
-            match ready.ready() {
-                i if i == retire => self.retired = true,
-                i if i == stop => return None,
-                _ => {}
-            }
+    /// The next message without waiting: `Ok(None)` when the mailbox is empty for now,
+    /// `Err(())` once it is shut and empty.
+    pub(crate) fn try_next(&self) -> Result<Option<Arc<Message<T>>>, ()> {
+        match self.rx.try_recv() {
+            Ok(message) => Ok(Some(message)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(()),
         }
+    }
+
+    /// The next message, waiting for one; `None` once the mailbox is shut and empty.
+    pub(crate) fn next(&self) -> Option<Arc<Message<T>>> {
+        self.rx.recv().ok()
     }
 }

@@ -1,13 +1,14 @@
 //! Counters: what each subscription and topic has done, and the snapshots `stats()` returns.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 use crate::Overflow;
 
-/// One subscription's counters. Each is bumped by the one side that owns the event
-/// (publishers: received and dropped; the worker: the rest) and read without a lock, so a
-/// snapshot taken while messages move is a moment's view; once the bus is closed they add up.
+/// One subscription's counters. Each has one writer at a time: publishers (received, dropped)
+/// write under their topic's order lock, the worker writes the rest; so a bump is a load and
+/// a store, not a read-modify-write. Read without a lock, a snapshot taken while messages
+/// move is a moment's view; once the bus is closed they add up.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) received: AtomicU64,
@@ -19,8 +20,23 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Adds one; only for the counter's single writer (see above).
     pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Relaxed);
+        counter.store(counter.load(Relaxed) + 1, Release);
+    }
+
+    /// Takes one off again; only for the counter's single writer.
+    pub(crate) fn unbump(counter: &AtomicU64) {
+        counter.store(counter.load(Relaxed) - 1, Release);
+    }
+
+    /// Received and not yet delivered, dead-lettered or dropped. Outcomes are read before
+    /// `received`, and every outcome follows its receipt, so this never reads low.
+    pub(crate) fn unfinished(&self) -> u64 {
+        let finished = self.delivered.load(Acquire)
+            + self.dead_lettered.load(Acquire)
+            + self.dropped.load(Acquire);
+        self.received.load(Acquire).saturating_sub(finished)
     }
 }
 
@@ -59,26 +75,32 @@ pub struct SubscriptionStats {
 }
 
 impl SubscriptionStats {
+    /// A snapshot. Outcomes are read before `received`, and `queued` is what lies between.
     pub(crate) fn read(
         name: &str,
         topic: &'static str,
         capacity: usize,
         overflow: Overflow,
         counters: &Counters,
-        queued: u64,
     ) -> Self {
+        let delivered = counters.delivered.load(Acquire);
+        let dead_lettered = counters.dead_lettered.load(Acquire);
+        let dropped = counters.dropped.load(Acquire);
+        let failed = counters.failed.load(Relaxed);
+        let retried = counters.retried.load(Relaxed);
+        let received = counters.received.load(Acquire);
         SubscriptionStats {
             name: name.to_owned(),
             topic,
             capacity,
             overflow,
-            received: counters.received.load(Relaxed),
-            queued,
-            delivered: counters.delivered.load(Relaxed),
-            failed: counters.failed.load(Relaxed),
-            retried: counters.retried.load(Relaxed),
-            dead_lettered: counters.dead_lettered.load(Relaxed),
-            dropped: counters.dropped.load(Relaxed),
+            received,
+            queued: received.saturating_sub(delivered + dead_lettered + dropped),
+            delivered,
+            failed,
+            retried,
+            dead_lettered,
+            dropped,
         }
     }
 }

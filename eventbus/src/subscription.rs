@@ -2,14 +2,13 @@
 //! between its publishers, its worker and the bus.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use crate::bus::Inner;
 use crate::deadlock::Waits;
+use crate::mailbox::Shut;
 use crate::stats::Counters;
 use crate::{Options, SubscriptionStats};
 
@@ -20,38 +19,20 @@ pub(crate) struct SubscriptionCore {
     pub(crate) topic: &'static str,
     pub(crate) options: Options,
     pub(crate) counters: Counters,
-    /// True while the worker holds a message it took from the mailbox.
-    pub(crate) busy: AtomicBool,
-    /// Whether the mailbox takes messages. Held by a publisher for the whole of one hand-out
-    /// to this mailbox; `retire` sets it false once, after which nothing more arrives.
-    pub(crate) accepting: Mutex<bool>,
     /// What this subscription's worker waits on while its handler publishes: set and cleared
     /// by that worker, read by others looking for a wait that can never end (`deadlock.rs`).
     pub(crate) waits: Mutex<Waits>,
-    /// Dropped by `retire` to wake the worker (see `Inbox::next`).
-    retire: Mutex<Option<Sender<()>>>,
-    /// The mailbox, type-erased, for counting what is queued.
-    queue: Box<dyn Queue>,
-}
-
-trait Queue: Send + Sync {
-    fn len(&self) -> usize;
-}
-
-impl<T: Send> Queue for Receiver<T> {
-    fn len(&self) -> usize {
-        Receiver::len(self)
-    }
+    /// The mailbox, without its message type: to shut it and to count what it holds.
+    mailbox: Box<dyn Shut>,
 }
 
 impl SubscriptionCore {
-    pub(crate) fn new<M: Send + 'static>(
+    pub(crate) fn new(
         id: u64,
         name: Arc<str>,
         topic: &'static str,
         options: Options,
-        queue: Receiver<M>,
-        retire: Sender<()>,
+        mailbox: Box<dyn Shut>,
     ) -> Self {
         SubscriptionCore {
             id,
@@ -59,11 +40,8 @@ impl SubscriptionCore {
             topic,
             options,
             counters: Counters::default(),
-            busy: AtomicBool::new(false),
-            accepting: Mutex::new(true),
             waits: Mutex::new(Waits::default()),
-            retire: Mutex::new(Some(retire)),
-            queue: Box::new(queue),
+            mailbox,
         }
     }
 
@@ -71,13 +49,19 @@ impl SubscriptionCore {
     /// queued, then stops. Waits at most for a publisher blocked on this very mailbox, which
     /// the worker is emptying.
     pub(crate) fn retire(&self) {
-        *self.accepting.lock() = false;
-        self.retire.lock().take();
+        self.mailbox.shut();
     }
 
-    /// Messages in the mailbox plus the one in the handler.
+    /// Messages received and not yet finished: in the mailbox, or taken by the worker.
+    /// Derived from the counters (outcomes read first), so it may read high for a moment
+    /// while messages move, never low.
     pub(crate) fn queued(&self) -> u64 {
-        self.queue.len() as u64 + u64::from(self.busy.load(SeqCst))
+        self.counters.unfinished()
+    }
+
+    /// Whether the worker holds a message it has not finished.
+    pub(crate) fn in_handler(&self) -> bool {
+        self.queued() > self.mailbox.len() as u64
     }
 
     pub(crate) fn stats(&self) -> SubscriptionStats {
@@ -87,7 +71,6 @@ impl SubscriptionCore {
             self.options.capacity,
             self.options.overflow,
             &self.counters,
-            self.queued(),
         )
     }
 }

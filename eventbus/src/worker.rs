@@ -34,18 +34,37 @@ pub(crate) fn current_subscription(bus: u64) -> Option<u64> {
     })
 }
 
-pub(crate) fn run<T, H>(mut inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
+pub(crate) fn run<T, H>(inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
 where
     T: Send + Sync + 'static,
     H: FnMut(&Message<T>, &Bus) -> Result<(), String>,
 {
     CURRENT.with(|current| *current.borrow_mut() = Some((bus.inner.id, Arc::clone(&core))));
-    let lifecycle = &bus.inner.lifecycle;
-    while let Some(message) = inbox.next(lifecycle.stopped(), &core.busy) {
+    let stopped = bus.inner.lifecycle.stopped();
+    // Finished messages are taken off the bus's count of work in flight in batches, when the
+    // mailbox runs dry, rather than one atomic update on a shared counter per message. A
+    // draining bus is done only once every worker has run dry, so nothing is missed.
+    let mut finished = 0;
+    loop {
+        let message = match inbox.try_next() {
+            Ok(Some(message)) => message,
+            Ok(None) => {
+                bus.inner.finish_work(std::mem::take(&mut finished));
+                match inbox.next() {
+                    Some(message) => message,
+                    None => break,
+                }
+            }
+            Err(()) => break,
+        };
+        // A forced stop: take no more. What is left stays counted as queued.
+        if stopped.load(SeqCst) {
+            break;
+        }
         deliver(&core, &bus, &mut handler, message);
-        core.busy.store(false, SeqCst);
-        bus.inner.finish_work(1);
+        finished += 1;
     }
+    bus.inner.finish_work(finished);
 }
 
 /// Runs the handler on one message until it succeeds or its retries are spent.
