@@ -9,12 +9,14 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 
 use crate::dead_letter::{DeadLetterStore, Hook};
 use crate::mailbox::mailbox;
@@ -77,7 +79,8 @@ pub(crate) struct Inner {
     pub(crate) dead_letters: DeadLetterStore,
     /// Given to the builder; never changed after.
     pub(crate) states: States,
-    topics: RwLock<HashMap<TypeId, Arc<dyn AnyTopic>>>,
+    /// Copy-on-write; a topic, once made, stays.
+    topics: ArcSwap<TopicMap>,
     subscriptions: Mutex<Vec<Entry>>,
     /// Held while joining workers, so a second `close` returns only once they have stopped.
     joining: Mutex<()>,
@@ -88,6 +91,50 @@ pub(crate) struct Inner {
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
 type Slot = [usize; 2];
+
+/// How many topics each thread remembers (see `Inner::with_topic`); bounded, so a thread
+/// that publishes to many buses keeps no more than this many topic states alive.
+const TOPIC_CACHE_SLOTS: usize = 8;
+
+type CachedTopic = Option<(u64, TypeId, Arc<dyn AnyTopic>)>;
+
+/// A thread's most recently used topics, replaced round-robin.
+#[derive(Default)]
+struct TopicCache {
+    entries: [CachedTopic; TOPIC_CACHE_SLOTS],
+    next: usize,
+}
+
+thread_local! {
+    static TOPIC_CACHE: std::cell::RefCell<TopicCache> = std::cell::RefCell::new(TopicCache::default());
+}
+
+/// Topics by `TypeId`. A `TypeId` is already a hash, so it is used as it is.
+type TopicMap = HashMap<TypeId, Arc<dyn AnyTopic>, BuildHasherDefault<TypeIdHasher>>;
+
+#[derive(Default)]
+struct TypeIdHasher(u64);
+
+impl Hasher for TypeIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // `TypeId` writes through `write_u64`/`write_u128`; fold anything else in.
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 ^= value;
+    }
+
+    fn write_u128(&mut self, value: u128) {
+        self.0 ^= value as u64 ^ (value >> 64) as u64;
+    }
+}
 
 struct Entry {
     core: Arc<SubscriptionCore>,
@@ -155,7 +202,7 @@ impl Bus {
             lifecycle: crate::lifecycle::Lifecycle::new(),
             dead_letters,
             states,
-            topics: RwLock::new(HashMap::new()),
+            topics: ArcSwap::from_pointee(TopicMap::default()),
             subscriptions: Mutex::new(Vec::new()),
             joining: Mutex::new(()),
             announced: AtomicBool::new(false),
@@ -339,21 +386,49 @@ impl Inner {
         payload: T,
         deadline: Option<Instant>,
     ) -> Result<u64, PublishError<T>> {
-        let publisher = worker::current(self.id);
-        let (accepted, drained) = self.lifecycle.begin(|| publisher.is_some());
+        self.with_topic::<T, _>(|topic| {
+            // No subscribers, the bus open and the order lock free: nothing to hand out and
+            // nothing for a close to wait for, so nothing is counted (and nothing allocated).
+            let payload = if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
+                match topic.number_unheard(payload) {
+                    Ok(seq) => return Ok(seq),
+                    Err(payload) => payload,
+                }
+            } else {
+                payload
+            };
+            let publisher = worker::current(self.id);
+            self.publish_to(topic, payload, deadline, publisher)
+        })
+    }
+
+    fn publish_to<T: Topic>(
+        &self,
+        topic: &TopicState<T>,
+        payload: T,
+        deadline: Option<Instant>,
+        publisher: Option<Arc<SubscriptionCore>>,
+    ) -> Result<u64, PublishError<T>> {
+        // One atomic update counts this publish and the mailboxes it expects to fill.
+        let counted = topic.subscriber_count() as u64;
+        let (accepted, drained) = self.lifecycle.begin(1 + counted, || publisher.is_some());
         if !accepted {
             if drained {
                 self.finish_close();
             }
             return Err(PublishError::Closed(payload));
         }
-        let topic = self.topic::<T>();
-        let published =
-            typed::<T>(&*topic).publish(payload, deadline, &self.lifecycle, publisher.as_ref());
+        let published = topic.publish(
+            payload,
+            deadline,
+            &self.lifecycle,
+            publisher.as_ref(),
+            counted,
+        );
         let hand_out = match published {
             Ok(hand_out) => hand_out,
             Err(payload) => {
-                self.finish_work(1);
+                self.finish_work(1 + counted);
                 return Err(PublishError::WouldDeadlock(payload));
             }
         };
@@ -370,20 +445,52 @@ impl Inner {
         }
     }
 
-    /// The topic's state, made on first use. The map's lock is let go before the topic is
-    /// used, so a publish blocked on one topic never holds up another.
-    fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
-        if let Some(topic) = self.topics.read().get(&TypeId::of::<T>()) {
-            return Arc::clone(topic);
-        }
-        let mut topics = self.topics.write();
-        let topic = topics
-            .entry(TypeId::of::<T>())
-            .or_insert_with(|| Arc::new(TopicState::<T>::new()));
-        Arc::clone(topic)
+    /// Runs `f` on the topic's state, made on first use. Each thread keeps the topics it
+    /// used last in a small cache, so a publish usually finds its topic without touching
+    /// anything shared; otherwise it reads the copy-on-write map, without a lock, so
+    /// publishers of different topics never wait on each other.
+    fn with_topic<T: Topic, R>(&self, f: impl FnOnce(&TopicState<T>) -> R) -> R {
+        let key = TypeId::of::<T>();
+        TOPIC_CACHE.with(|cache| {
+            if let Ok(cached) = cache.try_borrow() {
+                let hit = cached
+                    .entries
+                    .iter()
+                    .flatten()
+                    .find(|(bus, of, _)| *bus == self.id && *of == key);
+                if let Some((_, _, topic)) = hit {
+                    return f(typed::<T>(&**topic));
+                }
+            }
+            let topic = self.topic::<T>();
+            if let Ok(mut cached) = cache.try_borrow_mut() {
+                let next = cached.next;
+                cached.entries[next] = Some((self.id, key, Arc::clone(&topic)));
+                cached.next = (next + 1) % TOPIC_CACHE_SLOTS;
+            }
+            f(typed::<T>(&*topic))
+        })
     }
 
-    pub(crate) fn finish_work(&self, units: usize) {
+    /// The topic's state from the shared map, made on first use.
+    fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
+        let key = TypeId::of::<T>();
+        if let Some(topic) = self.topics.load().get(&key) {
+            return Arc::clone(topic);
+        }
+        let made: Arc<dyn AnyTopic> = Arc::new(TopicState::<T>::new());
+        self.topics.rcu(|current| {
+            let mut next = TopicMap::clone(current);
+            next.entry(key).or_insert_with(|| Arc::clone(&made));
+            next
+        });
+        match self.topics.load().get(&key) {
+            Some(topic) => Arc::clone(topic),
+            None => unreachable!("the topic was just inserted and topics are never removed"),
+        }
+    }
+
+    pub(crate) fn finish_work(&self, units: u64) {
         if self.lifecycle.finish_work(units) {
             self.finish_close();
         }
@@ -421,7 +528,7 @@ impl Inner {
             });
         }
         // Counted as work so that a close cannot finish half-way through a subscribe.
-        let (accepted, drained) = self.lifecycle.begin(|| false);
+        let (accepted, drained) = self.lifecycle.begin(1, || false);
         if !accepted {
             if drained {
                 self.finish_close();
@@ -503,7 +610,7 @@ impl Inner {
         for core in self.cores() {
             core.retire();
         }
-        for topic in self.topics.read().values() {
+        for topic in self.topics.load().values() {
             topic.clear();
         }
     }
@@ -549,7 +656,7 @@ impl Inner {
     }
 
     fn stats(&self) -> BusStats {
-        let topics: Vec<_> = self.topics.read().values().cloned().collect();
+        let topics: Vec<_> = self.topics.load().values().cloned().collect();
         let (subscriptions, mut topics) = {
             let entries = self.subscriptions.lock();
             let subscriptions = entries.iter().map(|e| e.core.stats()).collect();

@@ -12,29 +12,34 @@
 //! running handler may publish. So whoever brings the count to zero while draining (a worker,
 //! a publisher, or `close` itself) closes the bus.
 //!
-//! The state and the count are each one atomic, read and written `SeqCst`: a publisher adds
-//! then reads the state, `close` writes the state then reads the count, so at least one of the
-//! two sees the other and a publish is either refused or waited for.
+//! The state and the count share one atomic word: a publisher's increment returns the state
+//! it was made in, and `close` changes the state with a compare-and-swap that returns the
+//! count, so a publish is either refused or counted before the close looks. A publish also
+//! counts, in that same increment, the mailboxes it expects to hand the message to (and
+//! corrects the figure under its topic's lock if the subscriber list changed meanwhile);
+//! workers take finished messages off in batches, whenever their mailbox runs dry.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
 
-const OPEN: u8 = 0;
-const DRAINING: u8 = 1;
-const CLOSED: u8 = 2;
+/// The state sits in the top two bits of `work`, the count in the rest, so that one atomic
+/// operation both counts a publish and reads whether it may go ahead.
+const STATE: u64 = 0b11 << 62;
+const OPEN: u64 = 0;
+const DRAINING: u64 = 1 << 62;
+const CLOSED: u64 = 2 << 62;
 
 #[derive(Debug)]
 pub(crate) struct Lifecycle {
-    state: AtomicU8,
-    /// Publishes under way plus messages not yet finished (see the module docs).
-    pending: AtomicUsize,
+    /// The state (top two bits) and the count of work in flight (see the module docs).
+    work: AtomicU64,
     /// Set by a forced stop: workers take no more messages.
     stopped: AtomicBool,
-    /// Never sent on; dropped by a forced stop, which wakes every receiver of `stop_rx`: idle
-    /// workers, workers waiting out a retry backoff, publishers waiting for room.
+    /// Never sent on; dropped by a forced stop, which wakes every receiver of `stop_rx`:
+    /// workers waiting out a retry backoff and publishers waiting for room.
     stop_tx: Mutex<Option<Sender<()>>>,
     stop_rx: Receiver<()>,
     /// Guards nothing but the wait on `closed`; the state is set before the lock is taken
@@ -47,8 +52,7 @@ impl Lifecycle {
     pub(crate) fn new() -> Self {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         Lifecycle {
-            state: AtomicU8::new(OPEN),
-            pending: AtomicUsize::new(0),
+            work: AtomicU64::new(OPEN),
             stopped: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
@@ -57,52 +61,70 @@ impl Lifecycle {
         }
     }
 
+    fn state(&self) -> u64 {
+        self.work.load(SeqCst) & STATE
+    }
+
     pub(crate) fn is_open(&self) -> bool {
-        self.state.load(SeqCst) == OPEN
+        self.state() == OPEN
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.state.load(SeqCst) == CLOSED
+        self.state() == CLOSED
     }
 
-    /// Counts one unit of work and says whether it may go ahead: always while open; while
-    /// draining only when `inside` (a handler of this bus is publishing). A refused unit is
+    /// Counts `units` of work and says whether they may go ahead: always while open; while
+    /// draining only when `inside` (a handler of this bus is publishing). Refused units are
     /// already taken off again; `true` in the second slot means that brought the count to
     /// zero while draining, and the caller must finish the close.
-    pub(crate) fn begin(&self, inside: impl FnOnce() -> bool) -> (bool, bool) {
-        self.pending.fetch_add(1, SeqCst);
-        match self.state.load(SeqCst) {
+    pub(crate) fn begin(&self, units: u64, inside: impl FnOnce() -> bool) -> (bool, bool) {
+        let before = self.work.fetch_add(units, SeqCst);
+        match before & STATE {
             OPEN => (true, false),
             DRAINING if inside() => (true, false),
-            _ => (false, self.finish_work(1)),
+            _ => (false, self.finish_work(units)),
         }
     }
 
-    pub(crate) fn add_work(&self, units: usize) {
-        self.pending.fetch_add(units, SeqCst);
+    pub(crate) fn add_work(&self, units: u64) {
+        if units > 0 {
+            self.work.fetch_add(units, SeqCst);
+        }
     }
 
     /// Takes `units` off the count; `true` means the bus is draining and nothing is left.
-    pub(crate) fn finish_work(&self, units: usize) -> bool {
+    pub(crate) fn finish_work(&self, units: u64) -> bool {
         if units == 0 {
             return false;
         }
-        let before = self.pending.fetch_sub(units, SeqCst);
-        before == units && self.state.load(SeqCst) == DRAINING
+        let before = self.work.fetch_sub(units, SeqCst);
+        before == DRAINING | units
+    }
+
+    /// Moves `from` to `to`, keeping the count; the count it had, if the state was `from`.
+    fn transition(&self, from: u64, to: u64) -> Option<u64> {
+        let mut current = self.work.load(SeqCst);
+        loop {
+            if current & STATE != from {
+                return None;
+            }
+            let next = (current & !STATE) | to;
+            match self.work.compare_exchange(current, next, SeqCst, SeqCst) {
+                Ok(_) => return Some(current & !STATE),
+                Err(actual) => current = actual,
+            }
+        }
     }
 
     /// Moves an open bus to draining; `true` means nothing was in flight, and the caller must
     /// finish the close.
     pub(crate) fn begin_close(&self) -> bool {
-        let _ = self.state.compare_exchange(OPEN, DRAINING, SeqCst, SeqCst);
-        self.pending.load(SeqCst) == 0 && self.state.load(SeqCst) == DRAINING
+        self.transition(OPEN, DRAINING) == Some(0)
     }
 
     /// Moves a draining bus to closed; only one caller wins.
     pub(crate) fn mark_closed(&self) -> bool {
-        self.state
-            .compare_exchange(DRAINING, CLOSED, SeqCst, SeqCst)
-            .is_ok()
+        self.transition(DRAINING, CLOSED).is_some()
     }
 
     pub(crate) fn notify_closed(&self) {
@@ -130,7 +152,8 @@ impl Lifecycle {
     /// wait on `stop_rx` ends.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, SeqCst);
-        self.state.store(CLOSED, SeqCst);
+        let _ = self.transition(OPEN, CLOSED);
+        let _ = self.transition(DRAINING, CLOSED);
         self.stop_tx.lock().take();
         self.notify_closed();
     }

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{Receiver, Select, Sender, TrySendError};
 use parking_lot::Mutex;
 
 use crate::deadlock::TopicWaits;
@@ -222,14 +222,9 @@ impl<T> Outbox<T> {
 }
 
 impl<T> Inbox<T> {
-    /// The next message without waiting: `Ok(None)` when the mailbox is empty for now,
-    /// `Err(())` once it is shut and empty.
-    pub(crate) fn try_next(&self) -> Result<Option<Arc<Message<T>>>, ()> {
-        match self.rx.try_recv() {
-            Ok(message) => Ok(Some(message)),
-            Err(TryRecvError::Empty) => Ok(None),
-            Err(TryRecvError::Disconnected) => Err(()),
-        }
+    /// Whether the mailbox is empty now.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rx.is_empty()
     }
 
     /// The next message, waiting for one; `None` once the mailbox is shut and empty.

@@ -5,10 +5,11 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::deadlock::{self, TopicWaits};
@@ -73,8 +74,8 @@ pub fn generic_name<T: 'static>(make: impl FnOnce() -> String) -> &'static str {
 
 /// One topic's runtime state: its order and its subscribers' mailboxes.
 ///
-/// Lock order: `next_seq`, then `subscribers`; never the other way round. `subscribers` is
-/// held only to clone or replace its `Arc`, so subscribing and unsubscribing never wait
+/// The subscriber list is copy-on-write behind an `ArcSwap`: a publish reads a snapshot
+/// without a lock, and subscribing or unsubscribing swaps in a new list without waiting
 /// behind a publish, even one blocked on a full mailbox.
 pub(crate) struct TopicState<T> {
     name: &'static str,
@@ -82,8 +83,13 @@ pub(crate) struct TopicState<T> {
     /// every subscriber sees the same order whatever number of threads publish.
     next_seq: Mutex<u64>,
     /// The mailboxes, copy-on-write.
-    subscribers: Mutex<Arc<Vec<Arc<Outbox<T>>>>>,
+    subscribers: ArcSwap<Vec<Arc<Outbox<T>>>>,
+    /// Written only under `next_seq`.
     published: AtomicU64,
+    /// The length of `subscribers`, readable without loading the list; written under `edit`.
+    count: AtomicUsize,
+    /// Serialises changes to the subscriber list (never held by a publish).
+    edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
     waits: Arc<TopicWaits>,
 }
@@ -94,7 +100,7 @@ pub(crate) struct HandOut {
     pub(crate) seq: u64,
     /// Mailboxes counted as pending work that did not keep the message, plus older messages
     /// evicted for it: work to take off the lifecycle count again.
-    pub(crate) released: usize,
+    pub(crate) released: u64,
     pub(crate) timed_out: usize,
     pub(crate) abandoned: usize,
 }
@@ -104,27 +110,53 @@ impl<T: Topic> TopicState<T> {
         TopicState {
             name: T::name(),
             next_seq: Mutex::new(0),
-            subscribers: Mutex::new(Arc::new(Vec::new())),
+            subscribers: ArcSwap::from_pointee(Vec::new()),
             published: AtomicU64::new(0),
+            count: AtomicUsize::new(0),
+            edit: Mutex::new(()),
             waits: Arc::default(),
         }
     }
 
+    /// How many subscribers a publish can expect to hand its message to.
+    pub(crate) fn subscriber_count(&self) -> usize {
+        self.count.load(SeqCst)
+    }
+
+    /// Numbers a message for a topic that has no subscribers, if the order lock is free and
+    /// the list still empty: nothing is handed out or allocated. Otherwise the payload comes
+    /// back, for the full publish.
+    pub(crate) fn number_unheard(&self, payload: T) -> Result<u64, T> {
+        let Some(mut next_seq) = self.next_seq.try_lock() else {
+            return Err(payload);
+        };
+        if self.subscriber_count() != 0 {
+            return Err(payload);
+        }
+        let seq = *next_seq;
+        *next_seq += 1;
+        self.published.store(seq + 1, Relaxed);
+        Ok(seq)
+    }
+
     /// Numbers `payload` and hands it to every mailbox, as one step under the order lock.
     ///
-    /// `publisher` is the subscription whose handler is publishing, if any; the payload comes
-    /// back, unpublished, when waiting for room could never end (see `deadlock.rs`).
+    /// `counted` is how many mailboxes the publisher already counted as work in flight; the
+    /// hand-out corrects that figure if the list changed. `publisher` is the subscription
+    /// whose handler is publishing, if any; the payload comes back, unpublished (and the
+    /// count untouched), when waiting for room could never end (see `deadlock.rs`).
     pub(crate) fn publish(
         &self,
         payload: T,
         deadline: Option<Instant>,
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
+        counted: u64,
     ) -> Result<HandOut, T> {
         let Ok(mut next_seq) = deadlock::lock_order(&self.next_seq, &self.waits, publisher) else {
             return Err(payload);
         };
-        let subscribers = Arc::clone(&self.subscribers.lock());
+        let subscribers = self.subscribers.load();
         // Checked before numbering, so a refused message leaves no trace. Only this thread
         // adds to these mailboxes while it holds the order lock, so a mailbox full now can
         // only get emptier.
@@ -135,22 +167,24 @@ impl<T: Topic> TopicState<T> {
             },
             None => None,
         };
+        // Counted before any worker can finish it, so the count never dips below the truth.
+        let expected = subscribers.len() as u64;
+        lifecycle.add_work(expected.saturating_sub(counted));
         let seq = *next_seq;
         *next_seq += 1;
-        self.published.fetch_add(1, Relaxed);
+        self.published.store(seq + 1, Relaxed);
         let mut hand_out = HandOut {
             seq,
+            released: counted.saturating_sub(expected),
             ..HandOut::default()
         };
         if subscribers.is_empty() {
             return Ok(hand_out);
         }
         let message = Arc::new(Message::new(seq, self.name, payload));
-        // Counted before any worker can finish it, so the count never dips below the truth.
-        lifecycle.add_work(subscribers.len());
         for outbox in subscribers.iter() {
             match outbox.offer(&message, deadline, lifecycle.stop_signal(), &self.waits) {
-                Offer::Accepted { evicted } => hand_out.released += evicted,
+                Offer::Accepted { evicted } => hand_out.released += evicted as u64,
                 Offer::Dropped | Offer::Retired => hand_out.released += 1,
                 Offer::TimedOut => {
                     hand_out.released += 1;
@@ -166,10 +200,11 @@ impl<T: Topic> TopicState<T> {
     }
 
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
-        let mut subscribers = self.subscribers.lock();
-        let mut next = Vec::clone(&subscribers);
+        let _edit = self.edit.lock();
+        let mut next = Vec::clone(&self.subscribers.load());
         next.push(outbox);
-        *subscribers = Arc::new(next);
+        self.count.store(next.len(), SeqCst);
+        self.subscribers.store(Arc::new(next));
     }
 }
 
@@ -198,16 +233,21 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn remove(&self, subscription: u64) {
-        let mut subscribers = self.subscribers.lock();
-        let next = subscribers
+        let _edit = self.edit.lock();
+        let next: Vec<_> = self
+            .subscribers
+            .load()
             .iter()
             .filter(|outbox| outbox.core.id != subscription)
             .cloned()
             .collect();
-        *subscribers = Arc::new(next);
+        self.count.store(next.len(), SeqCst);
+        self.subscribers.store(Arc::new(next));
     }
 
     fn clear(&self) {
-        *self.subscribers.lock() = Arc::new(Vec::new());
+        let _edit = self.edit.lock();
+        self.count.store(0, SeqCst);
+        self.subscribers.store(Arc::new(Vec::new()));
     }
 }

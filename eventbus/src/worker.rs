@@ -44,25 +44,17 @@ where
     // Finished messages are taken off the bus's count of work in flight in batches, when the
     // mailbox runs dry, rather than one atomic update on a shared counter per message. A
     // draining bus is done only once every worker has run dry, so nothing is missed.
-    let mut finished = 0;
-    loop {
-        let message = match inbox.try_next() {
-            Ok(Some(message)) => message,
-            Ok(None) => {
-                bus.inner.finish_work(std::mem::take(&mut finished));
-                match inbox.next() {
-                    Some(message) => message,
-                    None => break,
-                }
-            }
-            Err(()) => break,
-        };
+    let mut finished: u64 = 0;
+    while let Some(message) = inbox.next() {
         // A forced stop: take no more. What is left stays counted as queued.
         if stopped.load(SeqCst) {
             break;
         }
         deliver(&core, &bus, &mut handler, message);
         finished += 1;
+        if inbox.is_empty() {
+            bus.inner.finish_work(std::mem::take(&mut finished));
+        }
     }
     bus.inner.finish_work(finished);
 }
