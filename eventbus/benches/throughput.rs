@@ -716,28 +716,36 @@ fn scale(subscribers: usize, messages: u64) {
     );
 }
 
-/// A small SVG line chart: ns/delivery by subscriber count, one line per contender.
+/// A small SVG line chart: ns/delivery (log scale) by subscriber count, a line per contender.
 fn chart(path: &str, series: &[(Contender, Vec<(usize, f64)>)]) {
-    let (w, h, left, bottom) = (640.0, 400.0, 70.0, 50.0);
-    let max = series
-        .iter()
-        .flat_map(|(_, points)| points.iter().map(|p| p.1))
-        .fold(1.0f64, f64::max)
-        * 1.1;
+    // The plot spans `left..right`; the legend sits to its right, titles are centred on
+    // `middle`, and the canvas is `w` wide.
+    let (w, h, left, bottom, top) = (760.0, 420.0, 70.0, 50.0, 30.0);
+    let (plot, middle) = (410.0, 330.0);
+    let right = left + plot;
+    let values = || {
+        series
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|p| p.1))
+    };
+    let low = values().fold(f64::MAX, f64::min).max(1.0).log10().floor();
+    let high = values().fold(1.0f64, f64::max).log10().ceil();
     let xs = [1usize, 4, 16];
     let x = |n: usize| {
-        left + (w - left - 20.0) * xs.iter().position(|&v| v == n).unwrap_or(0) as f64 / 2.0
+        left + (w - left - 180.0) * xs.iter().position(|&v| v == n).unwrap_or(0) as f64 / 2.0
     };
-    let y = |v: f64| (h - bottom) - (h - bottom - 20.0) * v / max;
+    let y = |v: f64| {
+        (h - bottom) - (h - bottom - top) * (v.max(1.0).log10() - low) / (high - low).max(1.0)
+    };
     let colours = [
         "#000000", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
     ];
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"14\" text-anchor=\"middle\">ns per delivery by subscribers (1 publisher, median; lower is better)</text>\n\
-         <line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n<line x1=\"{left}\" y1=\"20\" x2=\"{left}\" y2=\"{}\" stroke=\"#888\"/>\n",
-        w / 2.0, h - bottom, w - 20.0, h - bottom, h - bottom
+         <text x=\"{}\" y=\"16\" text-anchor=\"middle\">ns per delivery by subscribers, 1 publisher (median, log scale; lower is better)</text>\n\
+         <line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\n<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"#888\"/>\n",
+        middle, h - bottom, right, h - bottom, h - bottom
     );
     for n in xs {
         svg += &format!(
@@ -748,31 +756,43 @@ fn chart(path: &str, series: &[(Contender, Vec<(usize, f64)>)]) {
     }
     svg += &format!(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">subscribers</text>\n",
-        w / 2.0,
+        (left + right) / 2.0,
         h - 12.0
     );
-    for i in 0..=4 {
-        let v = max * i as f64 / 4.0;
-        svg += &format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{v:.0}</text>\n",
-            left - 6.0,
-            y(v) + 4.0
-        );
+    let mut decade = low;
+    while decade <= high {
+        for m in [1.0, 3.0] {
+            let v = m * 10f64.powf(decade);
+            if v.log10() <= high {
+                svg += &format!(
+                    "<line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#eee\"/><text x=\"{2}\" y=\"{3}\" text-anchor=\"end\">{v:.0}</text>\n",
+                    y(v), right, left - 6.0, y(v) + 4.0
+                );
+            }
+        }
+        decade += 1.0;
     }
     for (k, (contender, points)) in series.iter().enumerate() {
         let colour = colours[k % colours.len()];
-        let path: Vec<String> = points
+        let line: Vec<String> = points
             .iter()
             .map(|(n, v)| format!("{:.1},{:.1}", x(*n), y(*v)))
             .collect();
         svg += &format!(
             "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n",
-            path.join(" ")
+            line.join(" ")
         );
+        for (n, v) in points {
+            svg += &format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/>\n",
+                x(*n),
+                y(*v)
+            );
+        }
         svg += &format!(
             "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{}</text>\n",
-            left + 10.0,
-            34.0 + 15.0 * k as f64,
+            right + 10.0,
+            top + 20.0 + 16.0 * k as f64,
             contender.name()
         );
     }

@@ -1,10 +1,12 @@
 //! The bus: topics by type, publishing, subscribing, closing, and the bookkeeping that ties
 //! them together.
 //!
-//! Locks, and why they cannot deadlock: `topics` (a map, read on every publish, written once
-//! per new topic) and `subscriptions` (the registry) are never held while any other lock is
-//! taken, nor while anything waits. A topic's own locks are described in `topic.rs`; a
-//! subscription's `accepting` lock is taken only inside a topic's order lock or alone.
+//! Locks, and why they cannot deadlock: `topics` is a copy-on-write map (no lock on the
+//! publish path; each thread also caches its last few topics), and `subscriptions` (the
+//! registry) is never held while any other lock is taken, nor while anything waits. A
+//! topic's order lock is described in `topic.rs`; a mailbox's sender slot is taken only
+//! inside its topic's order lock, or alone by `shut` (`mailbox.rs`); the wait-graph records
+//! of `deadlock.rs` are taken one at a time, never nested.
 
 use std::any::TypeId;
 use std::collections::HashMap;

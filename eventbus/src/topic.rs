@@ -1,4 +1,5 @@
-//! Topics: the Rust types that messages are, and the names they go by.
+//! Topics: the Rust types that messages are, the names they go by, and each topic's one
+//! order (numbering and hand-out to every mailbox, as one step under the topic's lock).
 //!
 //! A topic is found by its [`TypeId`] on the publish path; the name is for people (stats, dead
 //! letters, thread names), never for lookup.
