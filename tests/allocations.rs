@@ -20,22 +20,26 @@ fn blocks() -> u64 {
 fn publishing_allocates_one_arc_per_message_and_nothing_without_subscribers() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let bus = Bus::builder().build();
-    let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<u64>(1);
     let (release_tx, release_rx) = std::sync::mpsc::sync_channel::<()>(0);
     bus.subscribe::<Ping, _>(
         Options::default().capacity(2048),
         move |m: &Message<Ping>| {
-            if m.0 == 0 {
-                started_tx.send(()).unwrap();
+            if m.0 < 2 {
+                started_tx.send(m.0).unwrap();
                 let _ = release_rx.recv();
             }
         },
     );
-    // The first publish of a topic makes its state; the worker then stalls on message 0, so
-    // only the publishing thread allocates while we count.
+    // The first publish of a topic makes its state. The worker stalls on message 0 and then on
+    // message 1: the first stall warms up what blocking on a channel allocates once per
+    // thread, so during the second only the publishing thread allocates while we count.
     bus.publish(Ping(0)).unwrap();
+    bus.publish(Ping(1)).unwrap();
     bus.publish(Unheard(0)).unwrap();
-    started_rx.recv().unwrap();
+    assert_eq!(started_rx.recv().unwrap(), 0);
+    release_tx.send(()).unwrap();
+    assert_eq!(started_rx.recv().unwrap(), 1);
 
     // A warm-up round: the first publishes on a thread may allocate once (arc-swap's lazily
     // made per-thread state); after that, none.
@@ -53,7 +57,7 @@ fn publishing_allocates_one_arc_per_message_and_nothing_without_subscribers() {
     );
 
     let before = blocks();
-    for i in 1..=1000 {
+    for i in 2..=1001 {
         bus.publish(Ping(i)).unwrap();
     }
     assert_eq!(
