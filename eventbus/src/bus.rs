@@ -35,7 +35,9 @@ use crate::{
 ///
 /// `Bus` is a cheap handle: clone it to publish from many threads; any clone may close the bus,
 /// and dropping the last clone closes it (waiting, as [`close`](Bus::close) does). The `&Bus`
-/// a handler receives, and its clones, do not keep the bus open.
+/// a handler receives, and its clones, do not keep the bus open; but a clone of the
+/// application's `Bus` captured by a [`subscribe`](Bus::subscribe) closure does, until
+/// `close` is called explicitly.
 ///
 /// # Examples
 ///
@@ -235,7 +237,8 @@ impl Bus {
     }
 
     /// Publishes like [`publish`](Bus::publish), waiting at most `timeout` for room in `Block`
-    /// mailboxes.
+    /// mailboxes. Publishers of one topic take turns, so the wait for this publish's turn
+    /// behind another that is itself waiting for room is not bounded by `timeout`.
     ///
     /// # Errors
     ///
