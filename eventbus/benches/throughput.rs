@@ -198,6 +198,18 @@ trait Fanout<T>: Send + Sync {
     fn send_all(&self, message: T);
 }
 
+/// A subscriber thread's loop: takes `messages` messages, then says so on `done`.
+fn consume<M>(received: impl IntoIterator<Item = M>, messages: u64, done: &Sender<u64>) {
+    let mut got = 0;
+    for m in received {
+        std::hint::black_box(&m);
+        got += 1;
+        if got == messages {
+            done.send(0).unwrap();
+        }
+    }
+}
+
 fn hand_topic<T: Send + Sync + 'static>(
     subscribers: usize,
     messages: u64,
@@ -207,16 +219,7 @@ fn hand_topic<T: Send + Sync + 'static>(
         .map(|_| {
             let (tx, rx) = bounded::<Arc<T>>(CAP);
             let done = done.clone();
-            thread::spawn(move || {
-                let mut got = 0;
-                for m in rx {
-                    std::hint::black_box(&*m);
-                    got += 1;
-                    if got == messages {
-                        done.send(0).unwrap();
-                    }
-                }
-            });
+            thread::spawn(move || consume(rx, messages, &done));
             tx
         })
         .collect();
@@ -234,87 +237,58 @@ impl<T: Send + Sync> Fanout<T> for HandTopic<T> {
 
 // ---------------------------------------------------------------- peers
 
-struct FlumeTopic<T> {
+/// One channel per subscriber, fanned out under a lock (for one order per topic), like the
+/// baseline but with another channel: `flume` or `std`.
+struct LockedFanout<S> {
     order: Mutex<()>,
-    mailboxes: Vec<flume::Sender<Arc<T>>>,
+    mailboxes: Vec<S>,
 }
 
-impl<T: Send + Sync> Fanout<T> for FlumeTopic<T> {
+/// A bounded sender that blocks while its channel is full.
+trait Put<T>: Send + Sync {
+    fn put(&self, message: Arc<T>);
+}
+
+impl<T: Send + Sync> Put<T> for flume::Sender<Arc<T>> {
+    fn put(&self, message: Arc<T>) {
+        self.send(message).unwrap();
+    }
+}
+
+impl<T: Send + Sync> Put<T> for mpsc::SyncSender<Arc<T>> {
+    fn put(&self, message: Arc<T>) {
+        self.send(message).unwrap();
+    }
+}
+
+impl<T: Send + Sync, S: Put<T>> Fanout<T> for LockedFanout<S> {
     fn send_all(&self, message: T) {
         let _order = self.order.lock();
         let message = Arc::new(message);
         for mailbox in &self.mailboxes {
-            mailbox.send(Arc::clone(&message)).unwrap();
+            mailbox.put(Arc::clone(&message));
         }
     }
 }
 
-fn flume_topic<T: Send + Sync + 'static>(
+fn locked_fanout<S, R>(
     subscribers: usize,
     messages: u64,
     done: &Sender<u64>,
-) -> FlumeTopic<T> {
+    channel: impl Fn() -> (S, R),
+) -> LockedFanout<S>
+where
+    R: IntoIterator + Send + 'static,
+{
     let mailboxes = (0..subscribers)
         .map(|_| {
-            let (tx, rx) = flume::bounded::<Arc<T>>(CAP);
+            let (tx, rx) = channel();
             let done = done.clone();
-            thread::spawn(move || {
-                let mut got = 0;
-                for m in rx.iter() {
-                    std::hint::black_box(&*m);
-                    got += 1;
-                    if got == messages {
-                        done.send(0).unwrap();
-                    }
-                }
-            });
+            thread::spawn(move || consume(rx, messages, &done));
             tx
         })
         .collect();
-    FlumeTopic {
-        order: Mutex::new(()),
-        mailboxes,
-    }
-}
-
-struct StdTopic<T> {
-    order: Mutex<()>,
-    mailboxes: Vec<mpsc::SyncSender<Arc<T>>>,
-}
-
-impl<T: Send + Sync> Fanout<T> for StdTopic<T> {
-    fn send_all(&self, message: T) {
-        let _order = self.order.lock();
-        let message = Arc::new(message);
-        for mailbox in &self.mailboxes {
-            mailbox.send(Arc::clone(&message)).unwrap();
-        }
-    }
-}
-
-fn std_topic<T: Send + Sync + 'static>(
-    subscribers: usize,
-    messages: u64,
-    done: &Sender<u64>,
-) -> StdTopic<T> {
-    let mailboxes = (0..subscribers)
-        .map(|_| {
-            let (tx, rx) = mpsc::sync_channel::<Arc<T>>(CAP);
-            let done = done.clone();
-            thread::spawn(move || {
-                let mut got = 0;
-                for m in rx {
-                    std::hint::black_box(&*m);
-                    got += 1;
-                    if got == messages {
-                        done.send(0).unwrap();
-                    }
-                }
-            });
-            tx
-        })
-        .collect();
-    StdTopic {
+    LockedFanout {
         order: Mutex::new(()),
         mailboxes,
     }
@@ -341,16 +315,7 @@ fn bus_crate_topic<T: Clone + Send + Sync + 'static>(
     for _ in 0..subscribers {
         let mut rx = ring.add_rx();
         let done = done.clone();
-        thread::spawn(move || {
-            let mut got = 0;
-            while let Ok(m) = rx.recv() {
-                std::hint::black_box(&m);
-                got += 1;
-                if got == messages {
-                    done.send(0).unwrap();
-                }
-            }
-        });
+        thread::spawn(move || consume(std::iter::from_fn(|| rx.recv().ok()), messages, &done));
     }
     BusCrateTopic {
         ring: Mutex::new(ring),
@@ -426,8 +391,12 @@ fn run_fanout<T: Clone + Send + Sync + 'static>(
             let (n, m) = (shape.subscribers, shape.messages);
             match contender {
                 Baseline => Box::new(hand_topic::<T>(n, m, &done_tx)),
-                Flume => Box::new(flume_topic::<T>(n, m, &done_tx)),
-                StdSync => Box::new(std_topic::<T>(n, m, &done_tx)),
+                Flume => Box::new(locked_fanout(n, m, &done_tx, || {
+                    flume::bounded::<Arc<T>>(CAP)
+                })),
+                StdSync => Box::new(locked_fanout(n, m, &done_tx, || {
+                    mpsc::sync_channel::<Arc<T>>(CAP)
+                })),
                 BusCrate => Box::new(bus_crate_topic::<T>(n, m, &done_tx)),
                 Eventbus | TokioBroadcast => unreachable!(),
             }

@@ -28,10 +28,7 @@ pub(crate) fn current(bus: u64) -> Option<Arc<SubscriptionCore>> {
 
 /// The id of the subscription whose worker the calling thread is, if one of bus `bus`'s.
 pub(crate) fn current_subscription(bus: u64) -> Option<u64> {
-    CURRENT.with(|current| match &*current.borrow() {
-        Some((of, core)) if *of == bus => Some(core.id),
-        _ => None,
-    })
+    current(bus).map(|core| core.id)
 }
 
 pub(crate) fn run<T, H>(inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
