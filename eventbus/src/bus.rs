@@ -2,17 +2,18 @@
 //! them together.
 //!
 //! Locks, and why they cannot deadlock: `topics` is a copy-on-write map (no lock on the
-//! publish path; each thread also caches its last few topics), and `subscriptions` (the
-//! registry) is never held while any other lock is taken, nor while anything waits. A
-//! topic's order lock is described in `topic.rs`; a mailbox's sender slot is taken only
-//! inside its topic's order lock, or alone by `shut` (`mailbox.rs`); the wait-graph records
-//! of `deadlock.rs` are taken one at a time, never nested.
+//! publish path; each thread also caches its last few topics). `subscriptions` (the
+//! registry) is held while nothing waits, with at most `retiring` taken inside it, and never
+//! while a topic's order lock is wanted. A topic's order lock is described in `topic.rs`;
+//! others take it only with `try_lock` (a closing bus looking whether it has drained, a
+//! worker whose mailbox was shut: `lifecycle.rs`, `mailbox.rs`); the wait-graph records of
+//! `deadlock.rs` are taken one at a time, never nested.
 
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ use crate::mailbox::mailbox;
 use crate::observe;
 use crate::state::States;
 use crate::subscription::SubscriptionCore;
-use crate::topic::{AnyTopic, TopicState};
+use crate::topic::{AnyTopic, Refused, TopicState};
 use crate::{
     worker, BusBuilder, BusStats, DeadLetter, Handler, Message, Options, PublishError, State,
     SubscribeError, Subscription, Topic, TopicStats, MAX_CAPACITY,
@@ -86,6 +87,11 @@ pub(crate) struct Inner {
     /// Copy-on-write; a topic, once made, stays.
     topics: ArcSwap<TopicMap>,
     subscriptions: Mutex<Vec<Entry>>,
+    /// Subscriptions unsubscribed by their own handler whose worker is still emptying its
+    /// mailbox: a close waits for them too. Locked after `subscriptions`, never before.
+    retiring: Mutex<Vec<Arc<SubscriptionCore>>>,
+    /// Where a closing bus last found a subscription busy (see `drained`).
+    drain_hint: AtomicUsize,
     /// Held while joining workers, so a second `close` returns only once they have stopped.
     joining: Mutex<()>,
     /// Whether the close has been announced (`tracing`).
@@ -208,6 +214,8 @@ impl Bus {
             states,
             topics: ArcSwap::from_pointee(TopicMap::default()),
             subscriptions: Mutex::new(Vec::new()),
+            retiring: Mutex::new(Vec::new()),
+            drain_hint: AtomicUsize::new(0),
             joining: Mutex::new(()),
             announced: AtomicBool::new(false),
             next_subscription: AtomicU64::new(1),
@@ -396,58 +404,38 @@ impl Inner {
             // nothing for a close to wait for, so nothing is counted (and nothing allocated).
             let payload = if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
                 match topic.number_unheard(payload) {
-                    Ok(seq) => return Ok(seq),
+                    Ok(seq) => {
+                        self.poke_if_closing();
+                        return Ok(seq);
+                    }
                     Err(payload) => payload,
                 }
             } else {
                 payload
             };
             let publisher = worker::current(self.id);
-            self.publish_to(topic, payload, deadline, publisher)
+            let published = topic.publish(payload, deadline, &self.lifecycle, publisher.as_ref());
+            // This publish held the topic's order lock, which a closing bus may have found
+            // taken: look again now it is free.
+            self.poke_if_closing();
+            let hand_out = match published {
+                Ok(hand_out) => hand_out,
+                Err((payload, Refused::Closed)) => return Err(PublishError::Closed(payload)),
+                Err((payload, Refused::WouldDeadlock)) => {
+                    return Err(PublishError::WouldDeadlock(payload))
+                }
+            };
+            let seq = hand_out.seq;
+            if hand_out.abandoned > 0 {
+                let missed = hand_out.abandoned + hand_out.timed_out;
+                Err(PublishError::Abandoned { seq, missed })
+            } else if hand_out.timed_out > 0 {
+                let missed = hand_out.timed_out;
+                Err(PublishError::Timeout { seq, missed })
+            } else {
+                Ok(seq)
+            }
         })
-    }
-
-    fn publish_to<T: Topic>(
-        &self,
-        topic: &TopicState<T>,
-        payload: T,
-        deadline: Option<Instant>,
-        publisher: Option<Arc<SubscriptionCore>>,
-    ) -> Result<u64, PublishError<T>> {
-        // One atomic update counts this publish and the mailboxes it expects to fill.
-        let counted = topic.subscriber_count() as u64;
-        let (accepted, drained) = self.lifecycle.begin(1 + counted, || publisher.is_some());
-        if !accepted {
-            if drained {
-                self.finish_close();
-            }
-            return Err(PublishError::Closed(payload));
-        }
-        let published = topic.publish(
-            payload,
-            deadline,
-            &self.lifecycle,
-            publisher.as_ref(),
-            counted,
-        );
-        let hand_out = match published {
-            Ok(hand_out) => hand_out,
-            Err(payload) => {
-                self.finish_work(1 + counted);
-                return Err(PublishError::WouldDeadlock(payload));
-            }
-        };
-        self.finish_work(1 + hand_out.released);
-        let seq = hand_out.seq;
-        if hand_out.abandoned > 0 {
-            let missed = hand_out.abandoned + hand_out.timed_out;
-            Err(PublishError::Abandoned { seq, missed })
-        } else if hand_out.timed_out > 0 {
-            let missed = hand_out.timed_out;
-            Err(PublishError::Timeout { seq, missed })
-        } else {
-            Ok(seq)
-        }
     }
 
     /// Runs `f` on the topic's state, made on first use. Each thread keeps the topics it
@@ -495,10 +483,65 @@ impl Inner {
         }
     }
 
-    pub(crate) fn finish_work(&self, units: u64) {
-        if self.lifecycle.finish_work(units) {
+    /// A closing bus looks whether it has drained, and if so finishes the close (see
+    /// `lifecycle.rs`). Called by whoever may have made the last move.
+    pub(crate) fn poke_if_closing(&self) {
+        if self.lifecycle.is_draining() && self.drained() {
             self.finish_close();
         }
+    }
+
+    /// Whether nothing is under way, in two looks that saw the same (see `lifecycle.rs`).
+    fn drained(&self) -> bool {
+        // A cheap look first, from where the last one found something busy: while a
+        // thousand workers empty their mailboxes, each that runs dry stops at the first
+        // busy one instead of reading all.
+        if !self.idle_from_hint() {
+            return false;
+        }
+        match self.activity() {
+            Some(first) => self.activity() == Some(first),
+            None => false,
+        }
+    }
+
+    fn idle_from_hint(&self) -> bool {
+        let cores = self.subscriptions.lock();
+        let start = self.drain_hint.load(Relaxed).min(cores.len());
+        let busy = (start..cores.len())
+            .chain(0..start)
+            .find(|&at| cores[at].core.queued() > 0);
+        match busy {
+            Some(at) => {
+                self.drain_hint.store(at, Relaxed);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// What a closing bus reads to tell whether it has drained: every topic's count of
+    /// numbered messages and every subscription's count of received ones; `None` while a
+    /// publish or subscribe is under way or a subscription has something unfinished.
+    fn activity(&self) -> Option<Vec<u64>> {
+        if self.lifecycle.subscribing() {
+            return None;
+        }
+        let mut seen = Vec::new();
+        for topic in self.topics.load().values() {
+            seen.push(topic.quiet_published()?);
+        }
+        let subscriptions = self.subscriptions.lock();
+        let mut retiring = self.retiring.lock();
+        retiring.retain(|core| !core.stopped());
+        for core in subscriptions.iter().map(|e| &e.core).chain(retiring.iter()) {
+            let (received, unfinished) = core.received_unfinished();
+            if unfinished > 0 {
+                return None;
+            }
+            seen.push(received);
+        }
+        Some(seen)
     }
 
     pub(crate) fn subscribe<T, H>(
@@ -532,18 +575,15 @@ impl Inner {
                 capacity: options.capacity,
             });
         }
-        // Counted as work so that a close cannot finish half-way through a subscribe.
-        let (accepted, drained) = self.lifecycle.begin(1, || false);
-        if !accepted {
-            if drained {
-                self.finish_close();
-            }
+        // Counted, so that a close cannot finish half-way through a subscribe.
+        if !self.lifecycle.begin_subscribe() {
             return Err(SubscribeError::Closed {
                 name: name.to_string(),
             });
         }
         let started = self.start(id, name, options, handler);
-        self.finish_work(1);
+        self.lifecycle.end_subscribe();
+        self.poke_if_closing();
         started
     }
 
@@ -559,7 +599,8 @@ impl Inner {
         H: FnMut(&Message<T>, &Bus) -> Result<(), String> + Send + 'static,
     {
         let topic = self.topic::<T>();
-        let (outbox, inbox) = mailbox(options.capacity, |mailbox| {
+        let handouts = typed::<T>(&*topic).handouts();
+        let (outbox, inbox) = mailbox(options.capacity, handouts, |mailbox| {
             SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, mailbox)
         });
         let core = Arc::clone(&outbox.core);
@@ -589,11 +630,14 @@ impl Inner {
         };
         let Some(entry) = entry else { return };
         entry.topic.remove(core.id);
-        core.retire();
-        if worker::current_subscription(self.id) != Some(core.id) {
-            if let Some(worker) = entry.worker {
-                let _ = worker.join();
-            }
+        let own = worker::current_subscription(self.id) == Some(core.id);
+        core.retire(!own);
+        if own {
+            // Its own handler: the worker goes on until its mailbox is empty, and a close
+            // must wait for that (see `activity`).
+            self.retiring.lock().push(Arc::clone(core));
+        } else if let Some(worker) = entry.worker {
+            let _ = worker.join();
         }
     }
 
@@ -606,14 +650,16 @@ impl Inner {
     /// every worker idle. Retiring the subscriptions lets the workers stop.
     fn finish_close(&self) {
         if self.lifecycle.mark_closed() {
-            self.shut_mailboxes();
+            self.shut_mailboxes(true);
             self.lifecycle.notify_closed();
         }
     }
 
-    fn shut_mailboxes(&self) {
+    /// `wake` as for `Shut::shut`: a drained bus's mailboxes are empty, so waking their
+    /// workers cannot wait; after a forced stop it must not.
+    fn shut_mailboxes(&self, wake: bool) {
         for core in self.cores() {
-            core.retire();
+            core.retire(wake);
         }
         for topic in self.topics.load().values() {
             topic.clear();
@@ -621,20 +667,21 @@ impl Inner {
     }
 
     fn close(&self, deadline: Option<Instant>) -> CloseReport {
-        if self.lifecycle.begin_close() {
-            self.finish_close();
-        }
+        self.lifecycle.begin_close();
+        self.poke_if_closing();
         if worker::current_subscription(self.id).is_some() {
             return self.report(self.lifecycle.is_closed());
         }
         let completed = self.lifecycle.wait_closed(deadline);
         if !completed {
             self.lifecycle.stop();
-            self.shut_mailboxes();
+            // Read before the mailboxes are shut: a wake-up signal in one is no message.
+            let report = self.report(false);
+            self.shut_mailboxes(false);
             // A handler still running may yet make a dead letter; the hook gets it, unwaited.
             self.dead_letters.close_hook(false);
             self.announce_closed(false);
-            return self.report(false);
+            return report;
         }
         let _joining = self.joining.lock();
         let workers: Vec<_> = {

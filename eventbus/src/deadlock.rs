@@ -114,6 +114,14 @@ impl Drop for Recorded<'_> {
 }
 
 impl TopicWaits {
+    /// Whether the order lock's holder is blocked on a mailbox other than `mailbox`. It
+    /// clears its record under this same lock when it wakes, so whatever was done before this
+    /// call is seen by the rest of its hand-out (`mailbox.rs` relies on it).
+    pub(crate) fn blocked_elsewhere(&self, mailbox: u64) -> bool {
+        let holder = self.holder.lock();
+        !holder.is_empty() && holder.iter().all(|core| core.id != mailbox)
+    }
+
     /// Records that the order lock's holder waits for room in `mailbox`, until `f` returns.
     pub(crate) fn waiting_on<R>(
         &self,

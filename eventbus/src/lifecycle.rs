@@ -1,41 +1,39 @@
-//! The bus's lifecycle (open → draining → closed) and the count of work in flight that tells
-//! `close` when draining is over.
+//! The bus's lifecycle (open → draining → closed), and how a draining bus knows it is done.
 //!
 //! # How close knows it is done
 //!
-//! `pending` counts publishes under way plus messages that sit in a mailbox or in a handler.
-//! A publish adds one for itself before it checks the state, and one per mailbox before it
-//! hands the message out; a worker takes one off when it has finished a message; an overflow
-//! takes one off for each message it discards. While the bus is open the count can touch zero
-//! at any time; once it is draining, zero means no handler is running and no mailbox holds
-//! anything, and nothing new can start: publishers outside the bus are refused, and only a
-//! running handler may publish. So whoever brings the count to zero while draining (a worker,
-//! a publisher, or `close` itself) closes the bus.
+//! Nothing on the publish or delivery path counts work on a shared counter; instead, once the
+//! bus is draining, whoever may have made the last move looks (`Inner::poke` in `bus.rs`): a
+//! worker whose mailbox ran dry, a publisher that let go of its topic's order lock, a
+//! subscribe that finished, the close itself. The bus is drained when, twice in a row, every
+//! topic's order lock could be taken (no publish under way), no subscribe is under way, and
+//! every subscription has finished everything it received, with no counter moved between the
+//! two looks. Then no mailbox holds anything and no handler runs, so nothing can publish
+//! again: a publish checks the state *under* its topic's order lock, and one that takes the
+//! lock after the look took it sees that the bus is draining, so it is refused unless a
+//! handler makes it, and none is running.
 //!
-//! The state and the count share one atomic word: a publisher's increment returns the state
-//! it was made in, and `close` changes the state with a compare-and-swap that returns the
-//! count, so a publish is either refused or counted before the close looks. A publish also
-//! counts, in that same increment, the mailboxes it expects to hand the message to (and
-//! corrects the figure under its topic's lock if the subscriber list changed meanwhile);
-//! workers take finished messages off in batches, whenever their mailbox runs dry.
+//! Subscribes are counted (they are rare): a subscribe adds itself before it reads the state,
+//! and `begin_close` changes the state before the look reads the count, all sequentially
+//! consistent, so a subscribe is either refused or seen.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
 
-/// The state sits in the top two bits of `work`, the count in the rest, so that one atomic
-/// operation both counts a publish and reads whether it may go ahead.
-const STATE: u64 = 0b11 << 62;
-const OPEN: u64 = 0;
-const DRAINING: u64 = 1 << 62;
-const CLOSED: u64 = 2 << 62;
+const OPEN: u8 = 0;
+const DRAINING: u8 = 1;
+const CLOSED: u8 = 2;
 
 #[derive(Debug)]
 pub(crate) struct Lifecycle {
-    /// The state (top two bits) and the count of work in flight (see the module docs).
-    work: AtomicU64,
+    /// Open, draining or closed. Read on every publish and by workers whose mailbox ran dry;
+    /// written three times in the bus's life, so it stays in every core's cache.
+    state: AtomicU8,
+    /// Subscribes under way (see the module docs).
+    subscribing: AtomicU64,
     /// Set by a forced stop: workers take no more messages.
     stopped: AtomicBool,
     /// Never sent on; dropped by a forced stop, which wakes every receiver of `stop_rx`:
@@ -52,7 +50,8 @@ impl Lifecycle {
     pub(crate) fn new() -> Self {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         Lifecycle {
-            work: AtomicU64::new(OPEN),
+            state: AtomicU8::new(OPEN),
+            subscribing: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
@@ -61,70 +60,62 @@ impl Lifecycle {
         }
     }
 
-    fn state(&self) -> u64 {
-        self.work.load(SeqCst) & STATE
+    pub(crate) fn is_open(&self) -> bool {
+        self.state.load(SeqCst) == OPEN
     }
 
-    pub(crate) fn is_open(&self) -> bool {
-        self.state() == OPEN
+    pub(crate) fn is_draining(&self) -> bool {
+        self.state.load(SeqCst) == DRAINING
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.state() == CLOSED
+        self.state.load(SeqCst) == CLOSED
     }
 
-    /// Counts `units` of work and says whether they may go ahead: always while open; while
-    /// draining only when `inside` (a handler of this bus is publishing). Refused units are
-    /// already taken off again; `true` in the second slot means that brought the count to
-    /// zero while draining, and the caller must finish the close.
-    pub(crate) fn begin(&self, units: u64, inside: impl FnOnce() -> bool) -> (bool, bool) {
-        let before = self.work.fetch_add(units, SeqCst);
-        match before & STATE {
-            OPEN => (true, false),
-            DRAINING if inside() => (true, false),
-            _ => (false, self.finish_work(units)),
+    /// Whether a publish may go ahead: always while open; while draining only when `inside`
+    /// (a handler of this bus is publishing). Called under the topic's order lock.
+    pub(crate) fn accepts(&self, inside: bool) -> bool {
+        match self.state.load(SeqCst) {
+            OPEN => true,
+            DRAINING => inside,
+            _ => false,
         }
     }
 
-    pub(crate) fn add_work(&self, units: u64) {
-        if units > 0 {
-            self.work.fetch_add(units, SeqCst);
+    /// Counts a subscribe, if the bus is open; `end_subscribe` takes it off again.
+    pub(crate) fn begin_subscribe(&self) -> bool {
+        self.subscribing.fetch_add(1, SeqCst);
+        if self.is_open() {
+            return true;
         }
+        self.end_subscribe();
+        false
     }
 
-    /// Takes `units` off the count; `true` means the bus is draining and nothing is left.
-    pub(crate) fn finish_work(&self, units: u64) -> bool {
-        if units == 0 {
-            return false;
-        }
-        let before = self.work.fetch_sub(units, SeqCst);
-        before == DRAINING | units
+    pub(crate) fn end_subscribe(&self) {
+        self.subscribing.fetch_sub(1, SeqCst);
     }
 
-    /// Moves `from` to `to`, keeping the count; the count it had, if the state was `from`.
-    fn transition(&self, from: u64, to: u64) -> Option<u64> {
-        let mut current = self.work.load(SeqCst);
-        loop {
-            if current & STATE != from {
-                return None;
-            }
-            let next = (current & !STATE) | to;
-            match self.work.compare_exchange(current, next, SeqCst, SeqCst) {
-                Ok(_) => return Some(current & !STATE),
-                Err(actual) => current = actual,
-            }
-        }
+    /// Whether a subscribe is under way.
+    pub(crate) fn subscribing(&self) -> bool {
+        self.subscribing.load(SeqCst) > 0
     }
 
-    /// Moves an open bus to draining; `true` means nothing was in flight, and the caller must
-    /// finish the close.
+    /// Moves `from` to `to`; whether this call did it.
+    fn transition(&self, from: u8, to: u8) -> bool {
+        self.state
+            .compare_exchange(from, to, SeqCst, SeqCst)
+            .is_ok()
+    }
+
+    /// Moves an open bus to draining; whether this call did it.
     pub(crate) fn begin_close(&self) -> bool {
-        self.transition(OPEN, DRAINING) == Some(0)
+        self.transition(OPEN, DRAINING)
     }
 
     /// Moves a draining bus to closed; only one caller wins.
     pub(crate) fn mark_closed(&self) -> bool {
-        self.transition(DRAINING, CLOSED).is_some()
+        self.transition(DRAINING, CLOSED)
     }
 
     pub(crate) fn notify_closed(&self) {
@@ -152,8 +143,7 @@ impl Lifecycle {
     /// wait on `stop_rx` ends.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, SeqCst);
-        let _ = self.transition(OPEN, CLOSED);
-        let _ = self.transition(DRAINING, CLOSED);
+        self.state.store(CLOSED, SeqCst);
         self.stop_tx.lock().take();
         self.notify_closed();
     }

@@ -1,17 +1,28 @@
 //! Mailboxes: one bounded `crossbeam-channel` per subscription. The publishing side
 //! ([`Outbox`]) applies the subscriber's overflow policy; the worker's side ([`Inbox`]) takes
-//! messages until the mailbox is shut and empty.
+//! messages until the mailbox is shut and nothing more can arrive.
 //!
-//! The channel has exactly one sender, kept in a [`Slot`]. Every hand-out to the mailbox holds
-//! the slot's lock, and all hand-outs of a topic are already serialised by the topic's order
-//! lock, so the slot is contended only by `shut`, which takes it once and drops the sender.
-//! From then on nothing arrives, the channel is disconnected, and the worker's receive ends
-//! as soon as the mailbox is empty: no separate signal is needed to stop a worker.
+//! # Shutting a mailbox without a lock on the publish path
+//!
+//! All hand-outs of a topic are serialised by its order lock, so a mailbox has at most one
+//! publisher at a time and needs no lock of its own; shutting it is the only thing a publish
+//! can race with. `shut` sets the mailbox's flag, which a publisher reads before each
+//! hand-out, and wakes the worker if it waits on an empty mailbox (a `None` in the channel).
+//! A publisher may have read the flag just before it was set, so the worker, once it sees the
+//! flag, goes on taking messages until no publisher can still be at this mailbox: the topic's
+//! order lock is free (a publish that takes it later loads the new subscriber list, without
+//! this mailbox), or its holder is blocked on *another* mailbox (it reads the flag again when
+//! it wakes: see `TopicWaits`). Then the worker empties the mailbox and stops. So `shut`
+//! never waits behind a publisher blocked elsewhere, and nothing is left in a mailbox whose
+//! worker has gone.
 
+use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Select, Sender, TrySendError};
+use crossbeam_channel::{
+    Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender, TryRecvError, TrySendError,
+};
 use parking_lot::Mutex;
 
 use crate::deadlock::TopicWaits;
@@ -20,11 +31,18 @@ use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
 use crate::{Message, Overflow};
 
+/// How often a worker whose mailbox is shut looks again whether a publisher may still be at
+/// it, and how often `shut` tries again to wake a worker.
+const RECHECK: Duration = Duration::from_millis(1);
+
+/// What the channel carries: a message, or `None` to wake a worker whose mailbox was shut.
+type Item<T> = Option<Arc<Message<T>>>;
+
 /// What became of one message offered to one mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Offer {
-    /// Queued; `evicted` older messages were discarded for it (`DropOldest`).
-    Accepted { evicted: usize },
+    /// Queued (with `DropOldest`, perhaps in place of older messages, counted as dropped).
+    Accepted,
     /// Discarded by `DropNewest`.
     Dropped,
     /// No room before the publish deadline.
@@ -35,77 +53,153 @@ pub(crate) enum Offer {
     Retired,
 }
 
+/// A topic's order lock and what its holder waits on: enough to tell whether a publisher of
+/// the topic may be at a given mailbox.
+#[derive(Clone)]
+pub(crate) struct Handouts {
+    pub(crate) order: Arc<Mutex<u64>>,
+    pub(crate) waits: Arc<TopicWaits>,
+}
+
+impl Handouts {
+    /// Whether no publisher of the topic can be at `mailbox` now, or come to it with a
+    /// subscriber list that still holds it (see the module docs).
+    fn none_at(&self, mailbox: u64) -> bool {
+        self.order.try_lock().is_some() || self.waits.blocked_elsewhere(mailbox)
+    }
+}
+
+/// What a mailbox's three ends share.
+#[derive(Default)]
+struct Flags {
+    /// Set by `shut`; read by the publisher before each hand-out and by the worker.
+    shut: AtomicBool,
+    /// Set when the worker's end is dropped.
+    worker_gone: AtomicBool,
+}
+
 pub(crate) struct Outbox<T> {
-    /// The mailbox's only sender; `retire` takes it (see the module docs).
-    slot: Arc<Slot<T>>,
+    tx: Sender<Item<T>>,
     /// For `DropOldest`: the publisher takes the oldest message out itself to make room.
-    rx: Receiver<Arc<Message<T>>>,
+    rx: Receiver<Item<T>>,
+    flags: Arc<Flags>,
     pub(crate) core: Arc<SubscriptionCore>,
 }
 
-/// Holds the mailbox's one sender. Locked by a publisher for the whole of one hand-out to
-/// this mailbox (hand-outs of a topic are already serialised by its order lock, so only
-/// `shut` contends), and by `shut`, which drops the sender: the channel is then
-/// disconnected and the worker, once it has emptied it, sees the end.
-pub(crate) struct Slot<T>(Mutex<Option<Sender<Arc<Message<T>>>>>);
-
 /// Shutting a mailbox, without its message type.
 pub(crate) trait Shut: Send + Sync {
-    /// Nothing arrives after this returns. Waits at most for a publisher blocked on this
-    /// very mailbox, which its worker is emptying (or a forced stop has woken).
-    fn shut(&self);
+    /// Nothing published after this returns arrives; the worker delivers what is queued,
+    /// then stops. With `wake`, waits until a worker waiting on an empty mailbox has been
+    /// woken (at most until its worker has made room for the signal); without, only tries
+    /// (for the worker's own thread, and a forced stop, whose workers stop anyway).
+    fn shut(&self, wake: bool);
     /// Messages in the mailbox.
     fn len(&self) -> usize;
+    /// Whether the worker has stopped.
+    fn worker_gone(&self) -> bool;
 }
 
 struct Shutter<T> {
-    slot: Arc<Slot<T>>,
-    rx: Receiver<Arc<Message<T>>>,
+    tx: Sender<Item<T>>,
+    rx: Receiver<Item<T>>,
+    flags: Arc<Flags>,
 }
 
 impl<T: Send + Sync> Shut for Shutter<T> {
-    fn shut(&self) {
-        self.slot.0.lock().take();
+    fn shut(&self, wake: bool) {
+        if self.flags.shut.swap(true, SeqCst) {
+            return;
+        }
+        if !wake {
+            let _ = self.tx.try_send(None);
+            return;
+        }
+        // A worker that read the flag before it was set may be waiting on an empty
+        // mailbox: the signal reaches it. A full mailbox has a busy worker, which makes
+        // room; one that stops first needs no signal.
+        while !self.worker_gone() {
+            match self.tx.send_timeout(None, RECHECK) {
+                Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
+                Err(SendTimeoutError::Timeout(_)) => {}
+            }
+        }
     }
 
     fn len(&self) -> usize {
         self.rx.len()
     }
+
+    fn worker_gone(&self) -> bool {
+        self.flags.worker_gone.load(SeqCst)
+    }
 }
 
-/// The worker's end: the mailbox's receiver.
+/// The worker's end.
 pub(crate) struct Inbox<T> {
-    rx: Receiver<Arc<Message<T>>>,
+    rx: Receiver<Item<T>>,
+    flags: Arc<Flags>,
+    handouts: Handouts,
+    subscription: u64,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Open,
+    /// Shut, and a publisher may still be at the mailbox.
+    Shut,
+    /// Shut, and nothing more can arrive: what is left is taken, then the worker stops.
+    Settled,
+}
+
+impl<T> Drop for Inbox<T> {
+    fn drop(&mut self) {
+        self.flags.worker_gone.store(true, SeqCst);
+    }
 }
 
 /// A mailbox of `capacity` slots, as its two ends; `core` makes the subscription's shared
 /// state around the mailbox's shutter.
 pub(crate) fn mailbox<T>(
     capacity: usize,
+    handouts: Handouts,
     core: impl FnOnce(Box<dyn Shut>) -> SubscriptionCore,
 ) -> (Outbox<T>, Inbox<T>)
 where
     T: Send + Sync + 'static,
 {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
-    let slot = Arc::new(Slot(Mutex::new(Some(tx))));
+    let flags = Arc::new(Flags::default());
     let shutter = Shutter {
-        slot: Arc::clone(&slot),
+        tx: tx.clone(),
         rx: rx.clone(),
+        flags: Arc::clone(&flags),
     };
     let core = Arc::new(core(Box::new(shutter)));
-    let outbox = Outbox {
-        slot,
+    let inbox = Inbox {
         rx: rx.clone(),
-        core,
+        flags: Arc::clone(&flags),
+        handouts,
+        subscription: core.id,
+        phase: Phase::Open,
     };
-    (outbox, Inbox { rx })
+    (
+        Outbox {
+            tx,
+            rx,
+            flags,
+            core,
+        },
+        inbox,
+    )
 }
 
 impl<T> Outbox<T> {
     /// Whether a publish would have to wait here: a `Block` mailbox with no room.
     pub(crate) fn would_block(&self) -> bool {
-        self.core.options.overflow == Overflow::Block && self.rx.is_full()
+        self.core.options.overflow == Overflow::Block
+            && !self.flags.shut.load(Acquire)
+            && self.rx.is_full()
     }
 
     /// Offers one message, waiting for room (with `Block`) until `deadline` or a forced stop.
@@ -116,27 +210,25 @@ impl<T> Outbox<T> {
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
-        let slot = self.slot.0.lock();
-        let Some(tx) = &*slot else {
+        if self.flags.shut.load(Acquire) {
             return Offer::Retired;
-        };
+        }
+        let tx = &self.tx;
         let counters = &self.core.counters;
         Counters::bump(&counters.received);
         let offer = match self.core.options.overflow {
-            Overflow::Block => self.send_blocking(tx, Arc::clone(message), deadline, stop, waits),
-            Overflow::DropNewest => match tx.try_send(Arc::clone(message)) {
-                Ok(()) => Offer::Accepted { evicted: 0 },
+            Overflow::Block => {
+                self.send_blocking(tx, Some(Arc::clone(message)), deadline, stop, waits)
+            }
+            Overflow::DropNewest => match tx.try_send(Some(Arc::clone(message))) {
+                Ok(()) => Offer::Accepted,
                 Err(TrySendError::Full(_)) => Offer::Dropped,
                 Err(TrySendError::Disconnected(_)) => Offer::Retired,
             },
-            Overflow::DropOldest => self.send_evicting(tx, Arc::clone(message)),
+            Overflow::DropOldest => self.send_evicting(tx, Some(Arc::clone(message))),
         };
         match offer {
-            Offer::Accepted { evicted } => {
-                for _ in 0..evicted {
-                    Counters::bump(&counters.dropped);
-                }
-            }
+            Offer::Accepted | Offer::Retired => {}
             Offer::Dropped | Offer::TimedOut | Offer::Abandoned => {
                 Counters::bump(&counters.dropped);
                 let why = match offer {
@@ -146,7 +238,6 @@ impl<T> Outbox<T> {
                 };
                 observe::dropped(message.topic(), message.seq(), &self.core.name, why);
             }
-            Offer::Retired => {}
         }
         offer
     }
@@ -156,18 +247,18 @@ impl<T> Outbox<T> {
     /// publisher puts messages in, so once there is room the send succeeds).
     fn send_blocking(
         &self,
-        tx: &Sender<Arc<Message<T>>>,
-        message: Arc<Message<T>>,
+        tx: &Sender<Item<T>>,
+        message: Item<T>,
         deadline: Option<Instant>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
         let received = &self.core.counters.received;
         let mut message = match tx.try_send(message) {
-            Ok(()) => return Offer::Accepted { evicted: 0 },
+            Ok(()) => return Offer::Accepted,
             Err(TrySendError::Full(message)) => message,
             // Cannot happen: this outbox holds a receiver.
-            Err(TrySendError::Disconnected(_)) => return Offer::Accepted { evicted: 0 },
+            Err(TrySendError::Disconnected(_)) => return Offer::Accepted,
         };
         Counters::unbump(received);
         loop {
@@ -185,12 +276,12 @@ impl<T> Outbox<T> {
                 Some(_) => {}
             }
             match tx.try_send(message) {
-                Ok(()) => return Offer::Accepted { evicted: 0 },
+                Ok(()) => return Offer::Accepted,
                 Err(TrySendError::Full(back)) => {
                     message = back;
                     Counters::unbump(received);
                 }
-                Err(TrySendError::Disconnected(_)) => return Offer::Accepted { evicted: 0 },
+                Err(TrySendError::Disconnected(_)) => return Offer::Accepted,
             }
         }
     }
@@ -198,21 +289,22 @@ impl<T> Outbox<T> {
     /// `DropOldest`: room is made by taking the oldest message out. Only publishers (one at a
     /// time, under the topic's order lock) put messages in, so once one is taken out the send
     /// succeeds; the loop covers the worker emptying the mailbox in between.
-    fn send_evicting(&self, tx: &Sender<Arc<Message<T>>>, mut message: Arc<Message<T>>) -> Offer {
-        let mut evicted = 0;
+    fn send_evicting(&self, tx: &Sender<Item<T>>, mut message: Item<T>) -> Offer {
         loop {
             match tx.try_send(message) {
-                Ok(()) => return Offer::Accepted { evicted },
+                Ok(()) => return Offer::Accepted,
                 Err(TrySendError::Full(back)) => {
                     message = back;
-                    if let Ok(oldest) = self.rx.try_recv() {
+                    // A wake-up signal taken out is no message: its worker is busy and will
+                    // see the flag.
+                    if let Ok(Some(oldest)) = self.rx.try_recv() {
                         observe::dropped(
                             oldest.topic(),
                             oldest.seq(),
                             &self.core.name,
                             "drop-oldest",
                         );
-                        evicted += 1;
+                        Counters::bump(&self.core.counters.dropped);
                     }
                 }
                 Err(TrySendError::Disconnected(_)) => return Offer::Retired,
@@ -227,8 +319,39 @@ impl<T> Inbox<T> {
         self.rx.is_empty()
     }
 
-    /// The next message, waiting for one; `None` once the mailbox is shut and empty.
-    pub(crate) fn next(&self) -> Option<Arc<Message<T>>> {
-        self.rx.recv().ok()
+    /// The next message, waiting for one; `None` once the mailbox is shut and nothing more
+    /// can arrive (see the module docs).
+    pub(crate) fn next(&mut self) -> Option<Arc<Message<T>>> {
+        loop {
+            match self.phase {
+                Phase::Open => {
+                    if self.flags.shut.load(Acquire) {
+                        self.phase = Phase::Shut;
+                        continue;
+                    }
+                    match self.rx.recv() {
+                        Ok(Some(message)) => return Some(message),
+                        Ok(None) => self.phase = Phase::Shut,
+                        Err(_) => return None,
+                    }
+                }
+                Phase::Shut => {
+                    if self.handouts.none_at(self.subscription) {
+                        self.phase = Phase::Settled;
+                        continue;
+                    }
+                    match self.rx.recv_timeout(RECHECK) {
+                        Ok(Some(message)) => return Some(message),
+                        Ok(None) | Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return None,
+                    }
+                }
+                Phase::Settled => match self.rx.try_recv() {
+                    Ok(Some(message)) => return Some(message),
+                    Ok(None) => {}
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
+                },
+            }
+        }
     }
 }

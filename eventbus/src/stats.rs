@@ -33,10 +33,16 @@ impl Counters {
     /// Received and not yet delivered, dead-lettered or dropped. Outcomes are read before
     /// `received`, and every outcome follows its receipt, so this never reads low.
     pub(crate) fn unfinished(&self) -> u64 {
+        self.received_unfinished().1
+    }
+
+    /// `received`, and received less finished, from one reading.
+    pub(crate) fn received_unfinished(&self) -> (u64, u64) {
         let finished = self.delivered.load(Acquire)
             + self.dead_lettered.load(Acquire)
             + self.dropped.load(Acquire);
-        self.received.load(Acquire).saturating_sub(finished)
+        let received = self.received.load(Acquire);
+        (received, received.saturating_sub(finished))
     }
 }
 

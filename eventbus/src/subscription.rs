@@ -45,11 +45,20 @@ impl SubscriptionCore {
         }
     }
 
-    /// Shuts the mailbox: nothing arrives after this returns; the worker delivers what is
-    /// queued, then stops. Waits at most for a publisher blocked on this very mailbox, which
-    /// the worker is emptying.
-    pub(crate) fn retire(&self) {
-        self.mailbox.shut();
+    /// Whether the worker has stopped.
+    pub(crate) fn stopped(&self) -> bool {
+        self.mailbox.worker_gone()
+    }
+
+    /// Messages received, and how many of them are unfinished (see `queued`).
+    pub(crate) fn received_unfinished(&self) -> (u64, u64) {
+        self.counters.received_unfinished()
+    }
+
+    /// Shuts the mailbox: nothing published after this returns arrives; the worker delivers
+    /// what is queued, then stops. `wake` as for [`Shut::shut`].
+    pub(crate) fn retire(&self, wake: bool) {
+        self.mailbox.shut(wake);
     }
 
     /// Messages received and not yet finished: in the mailbox, or taken by the worker.

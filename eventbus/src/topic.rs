@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::deadlock::{self, TopicWaits};
 use crate::lifecycle::Lifecycle;
-use crate::mailbox::{Offer, Outbox};
+use crate::mailbox::{Handouts, Offer, Outbox};
 use crate::subscription::SubscriptionCore;
 use crate::Message;
 
@@ -82,7 +82,7 @@ pub(crate) struct TopicState<T> {
     name: &'static str,
     /// The topic's order: held while one message is numbered and handed to every mailbox, so
     /// every subscriber sees the same order whatever number of threads publish.
-    next_seq: Mutex<u64>,
+    next_seq: Arc<Mutex<u64>>,
     /// The mailboxes, copy-on-write.
     subscribers: ArcSwap<Vec<Arc<Outbox<T>>>>,
     /// Written only under `next_seq`.
@@ -99,23 +99,37 @@ pub(crate) struct TopicState<T> {
 #[derive(Debug, Default)]
 pub(crate) struct HandOut {
     pub(crate) seq: u64,
-    /// Mailboxes counted as pending work that did not keep the message, plus older messages
-    /// evicted for it: work to take off the lifecycle count again.
-    pub(crate) released: u64,
     pub(crate) timed_out: usize,
     pub(crate) abandoned: usize,
+}
+
+/// Why a publish handed nothing out; the payload comes back with it.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The bus is closing, and the publisher is not one of its handlers.
+    Closed,
+    /// Waiting for room could never end (see `deadlock.rs`).
+    WouldDeadlock,
 }
 
 impl<T: Topic> TopicState<T> {
     pub(crate) fn new() -> Self {
         TopicState {
             name: T::name(),
-            next_seq: Mutex::new(0),
+            next_seq: Arc::new(Mutex::new(0)),
             subscribers: ArcSwap::from_pointee(Vec::new()),
             published: AtomicU64::new(0),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
+        }
+    }
+
+    /// The order lock and its waits, for the topic's mailboxes (see `mailbox.rs`).
+    pub(crate) fn handouts(&self) -> Handouts {
+        Handouts {
+            order: Arc::clone(&self.next_seq),
+            waits: Arc::clone(&self.waits),
         }
     }
 
@@ -142,21 +156,22 @@ impl<T: Topic> TopicState<T> {
 
     /// Numbers `payload` and hands it to every mailbox, as one step under the order lock.
     ///
-    /// `counted` is how many mailboxes the publisher already counted as work in flight; the
-    /// hand-out corrects that figure if the list changed. `publisher` is the subscription
-    /// whose handler is publishing, if any; the payload comes back, unpublished (and the
-    /// count untouched), when waiting for room could never end (see `deadlock.rs`).
+    /// Whether the bus accepts it is decided under that lock too, which is what lets a
+    /// closing bus tell when publishing is over (see `lifecycle.rs`). `publisher` is the
+    /// subscription whose handler is publishing, if any.
     pub(crate) fn publish(
         &self,
         payload: T,
         deadline: Option<Instant>,
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
-        counted: u64,
-    ) -> Result<HandOut, T> {
+    ) -> Result<HandOut, (T, Refused)> {
         let Ok(mut next_seq) = deadlock::lock_order(&self.next_seq, &self.waits, publisher) else {
-            return Err(payload);
+            return Err((payload, Refused::WouldDeadlock));
         };
+        if !lifecycle.accepts(publisher.is_some()) {
+            return Err((payload, Refused::Closed));
+        }
         let subscribers = self.subscribers.load();
         // Checked before numbering, so a refused message leaves no trace. Only this thread
         // adds to these mailboxes while it holds the order lock, so a mailbox full now can
@@ -164,19 +179,15 @@ impl<T: Topic> TopicState<T> {
         let _recorded = match publisher {
             Some(publisher) => match deadlock::check_room(publisher, &subscribers) {
                 Ok(recorded) => Some(recorded),
-                Err(deadlock::WouldDeadlock) => return Err(payload),
+                Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
             },
             None => None,
         };
-        // Counted before any worker can finish it, so the count never dips below the truth.
-        let expected = subscribers.len() as u64;
-        lifecycle.add_work(expected.saturating_sub(counted));
         let seq = *next_seq;
         *next_seq += 1;
         self.published.store(seq + 1, Relaxed);
         let mut hand_out = HandOut {
             seq,
-            released: counted.saturating_sub(expected),
             ..HandOut::default()
         };
         if subscribers.is_empty() {
@@ -185,16 +196,9 @@ impl<T: Topic> TopicState<T> {
         let message = Arc::new(Message::new(seq, self.name, payload));
         for outbox in subscribers.iter() {
             match outbox.offer(&message, deadline, lifecycle.stop_signal(), &self.waits) {
-                Offer::Accepted { evicted } => hand_out.released += evicted as u64,
-                Offer::Dropped | Offer::Retired => hand_out.released += 1,
-                Offer::TimedOut => {
-                    hand_out.released += 1;
-                    hand_out.timed_out += 1;
-                }
-                Offer::Abandoned => {
-                    hand_out.released += 1;
-                    hand_out.abandoned += 1;
-                }
+                Offer::Accepted | Offer::Dropped | Offer::Retired => {}
+                Offer::TimedOut => hand_out.timed_out += 1,
+                Offer::Abandoned => hand_out.abandoned += 1,
             }
         }
         Ok(hand_out)
@@ -214,6 +218,9 @@ pub(crate) trait AnyTopic: Send + Sync {
     fn as_any(&self) -> &dyn Any;
     fn name(&self) -> &'static str;
     fn published(&self) -> u64;
+    /// How many messages were numbered, if no publish holds the order lock now. Taking the
+    /// lock is what tells a closing bus that no publish is under way (see `lifecycle.rs`).
+    fn quiet_published(&self) -> Option<u64>;
     /// Takes a subscription off the list; publishes that already took the list skip it once
     /// it is retired.
     fn remove(&self, subscription: u64);
@@ -231,6 +238,10 @@ impl<T: Topic> AnyTopic for TopicState<T> {
 
     fn published(&self) -> u64 {
         self.published.load(Relaxed)
+    }
+
+    fn quiet_published(&self) -> Option<u64> {
+        self.next_seq.try_lock().map(|next_seq| *next_seq)
     }
 
     fn remove(&self, subscription: u64) {

@@ -31,29 +31,25 @@ pub(crate) fn current_subscription(bus: u64) -> Option<u64> {
     current(bus).map(|core| core.id)
 }
 
-pub(crate) fn run<T, H>(inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
+pub(crate) fn run<T, H>(mut inbox: Inbox<T>, core: Arc<SubscriptionCore>, bus: Bus, mut handler: H)
 where
     T: Send + Sync + 'static,
     H: FnMut(&Message<T>, &Bus) -> Result<(), String>,
 {
     CURRENT.with(|current| *current.borrow_mut() = Some((bus.inner.id, Arc::clone(&core))));
     let stopped = bus.inner.lifecycle.stopped();
-    // Finished messages are taken off the bus's count of work in flight in batches, when the
-    // mailbox runs dry, rather than one atomic update on a shared counter per message. A
-    // draining bus is done only once every worker has run dry, so nothing is missed.
-    let mut finished: u64 = 0;
     while let Some(message) = inbox.next() {
         // A forced stop: take no more. What is left stays counted as queued.
         if stopped.load(SeqCst) {
             break;
         }
         deliver(&core, &bus, &mut handler, message);
-        finished += 1;
-        if inbox.is_empty() {
-            bus.inner.finish_work(std::mem::take(&mut finished));
+        // A closing bus is drained only once every mailbox has run dry: this may be the
+        // last one (see `lifecycle.rs`).
+        if !bus.inner.lifecycle.is_open() && inbox.is_empty() {
+            bus.inner.poke_if_closing();
         }
     }
-    bus.inner.finish_work(finished);
 }
 
 /// Runs the handler on one message until it succeeds or its retries are spent.

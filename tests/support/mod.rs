@@ -83,3 +83,17 @@ impl<T: Clone> Seen<T> {
         self.0.lock().unwrap().clone()
     }
 }
+
+/// Waits until `condition` holds, looking again as soon as the thread is rescheduled; panics
+/// if it does not hold within `PATIENCE`. For states no handler can signal, such as a
+/// publisher that has numbered a message and is waiting for room.
+pub fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        std::thread::yield_now();
+    }
+}
