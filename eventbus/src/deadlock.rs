@@ -56,11 +56,11 @@ pub(crate) struct TopicWaits {
 
 /// Takes a topic's order lock. A handler (`publisher`) that has to wait records so, and is
 /// refused if the wait leads back to it.
-pub(crate) fn lock_order<'a>(
-    lock: &'a Mutex<u64>,
+pub(crate) fn lock_order<'a, S>(
+    lock: &'a Mutex<S>,
     topic: &Arc<TopicWaits>,
     publisher: Option<&Arc<SubscriptionCore>>,
-) -> Result<MutexGuard<'a, u64>, WouldDeadlock> {
+) -> Result<MutexGuard<'a, S>, WouldDeadlock> {
     if let Some(guard) = lock.try_lock() {
         return Ok(guard);
     }

@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{
     Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender, TryRecvError, TrySendError,
 };
-use parking_lot::Mutex;
 
 use crate::deadlock::TopicWaits;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
+use crate::topic::OrderLock;
 use crate::{Message, Overflow};
 
 /// How often a worker whose mailbox is shut looks again whether a publisher may still be at
@@ -57,7 +57,7 @@ pub(crate) enum Offer {
 /// the topic may be at a given mailbox.
 #[derive(Clone)]
 pub(crate) struct Handouts {
-    pub(crate) order: Arc<Mutex<u64>>,
+    pub(crate) order: Arc<dyn OrderLock>,
     pub(crate) waits: Arc<TopicWaits>,
 }
 
@@ -65,7 +65,7 @@ impl Handouts {
     /// Whether no publisher of the topic can be at `mailbox` now, or come to it with a
     /// subscriber list that still holds it (see the module docs).
     fn none_at(&self, mailbox: u64) -> bool {
-        self.order.try_lock().is_some() || self.waits.blocked_elsewhere(mailbox)
+        self.order.is_free() || self.waits.blocked_elsewhere(mailbox)
     }
 }
 

@@ -6,7 +6,10 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    Ordering::SeqCst,
+};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -75,17 +78,22 @@ pub fn generic_name<T: 'static>(make: impl FnOnce() -> String) -> &'static str {
 
 /// One topic's runtime state: its order and its subscribers' mailboxes.
 ///
-/// The subscriber list is copy-on-write behind an `ArcSwap`: a publish reads a snapshot
-/// without a lock, and subscribing or unsubscribing swaps in a new list without waiting
-/// behind a publish, even one blocked on a full mailbox.
+/// The subscriber list is copy-on-write behind an `ArcSwap`: subscribing or unsubscribing
+/// swaps in a new list without waiting behind a publish, even one blocked on a full mailbox.
+/// Publishers keep the list they last used under the order lock and load the snapshot again
+/// only when `version` says it changed, which on the publish path is one plain load instead
+/// of the snapshot's read-modify-writes.
 pub(crate) struct TopicState<T> {
     name: &'static str,
     /// The topic's order: held while one message is numbered and handed to every mailbox, so
     /// every subscriber sees the same order whatever number of threads publish.
-    next_seq: Arc<Mutex<u64>>,
+    order: Arc<Mutex<Order<T>>>,
     /// The mailboxes, copy-on-write.
     subscribers: ArcSwap<Vec<Arc<Outbox<T>>>>,
-    /// Written only under `next_seq`.
+    /// Bumped after each change to `subscribers`, so a publish can keep using the list it
+    /// had without loading the snapshot again; written under `edit`.
+    version: AtomicU64,
+    /// Written only under the order lock.
     published: AtomicU64,
     /// The length of `subscribers`, readable without loading the list; written under `edit`.
     count: AtomicUsize,
@@ -93,6 +101,25 @@ pub(crate) struct TopicState<T> {
     edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
     waits: Arc<TopicWaits>,
+}
+
+/// What the order lock guards: the numbering, and the subscriber list as of `version`.
+pub(crate) struct Order<T> {
+    next_seq: u64,
+    subscribers: Arc<Vec<Arc<Outbox<T>>>>,
+    version: u64,
+}
+
+/// A topic's order lock, without its message type.
+pub(crate) trait OrderLock: Send + Sync {
+    /// Whether no one holds it now.
+    fn is_free(&self) -> bool;
+}
+
+impl<T: Send + Sync> OrderLock for Mutex<Order<T>> {
+    fn is_free(&self) -> bool {
+        self.try_lock().is_some()
+    }
 }
 
 /// What one publish did.
@@ -116,7 +143,12 @@ impl<T: Topic> TopicState<T> {
     pub(crate) fn new() -> Self {
         TopicState {
             name: T::name(),
-            next_seq: Arc::new(Mutex::new(0)),
+            order: Arc::new(Mutex::new(Order {
+                next_seq: 0,
+                subscribers: Arc::new(Vec::new()),
+                version: 0,
+            })),
+            version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Vec::new()),
             published: AtomicU64::new(0),
             count: AtomicUsize::new(0),
@@ -128,7 +160,7 @@ impl<T: Topic> TopicState<T> {
     /// The order lock and its waits, for the topic's mailboxes (see `mailbox.rs`).
     pub(crate) fn handouts(&self) -> Handouts {
         Handouts {
-            order: Arc::clone(&self.next_seq),
+            order: Arc::clone(&self.order) as Arc<dyn OrderLock>,
             waits: Arc::clone(&self.waits),
         }
     }
@@ -142,14 +174,14 @@ impl<T: Topic> TopicState<T> {
     /// the list still empty: nothing is handed out or allocated. Otherwise the payload comes
     /// back, for the full publish.
     pub(crate) fn number_unheard(&self, payload: T) -> Result<u64, T> {
-        let Some(mut next_seq) = self.next_seq.try_lock() else {
+        let Some(mut order) = self.order.try_lock() else {
             return Err(payload);
         };
         if self.subscriber_count() != 0 {
             return Err(payload);
         }
-        let seq = *next_seq;
-        *next_seq += 1;
+        let seq = order.next_seq;
+        order.next_seq += 1;
         self.published.store(seq + 1, Relaxed);
         Ok(seq)
     }
@@ -166,25 +198,31 @@ impl<T: Topic> TopicState<T> {
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<HandOut, (T, Refused)> {
-        let Ok(mut next_seq) = deadlock::lock_order(&self.next_seq, &self.waits, publisher) else {
+        let Ok(mut order) = deadlock::lock_order(&*self.order, &self.waits, publisher) else {
             return Err((payload, Refused::WouldDeadlock));
         };
         if !lifecycle.accepts(publisher.is_some()) {
             return Err((payload, Refused::Closed));
         }
-        let subscribers = self.subscribers.load();
+        let order = &mut *order;
+        let version = self.version.load(Acquire);
+        if order.version != version {
+            order.subscribers = self.subscribers.load_full();
+            order.version = version;
+        }
+        let subscribers = &order.subscribers;
         // Checked before numbering, so a refused message leaves no trace. Only this thread
         // adds to these mailboxes while it holds the order lock, so a mailbox full now can
         // only get emptier.
         let _recorded = match publisher {
-            Some(publisher) => match deadlock::check_room(publisher, &subscribers) {
+            Some(publisher) => match deadlock::check_room(publisher, subscribers) {
                 Ok(recorded) => Some(recorded),
                 Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
             },
             None => None,
         };
-        let seq = *next_seq;
-        *next_seq += 1;
+        let seq = order.next_seq;
+        order.next_seq += 1;
         self.published.store(seq + 1, Relaxed);
         let mut hand_out = HandOut {
             seq,
@@ -210,6 +248,7 @@ impl<T: Topic> TopicState<T> {
         next.push(outbox);
         self.count.store(next.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
+        self.version.fetch_add(1, Release);
     }
 }
 
@@ -241,7 +280,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn quiet_published(&self) -> Option<u64> {
-        self.next_seq.try_lock().map(|next_seq| *next_seq)
+        self.order.try_lock().map(|order| order.next_seq)
     }
 
     fn remove(&self, subscription: u64) {
@@ -255,11 +294,13 @@ impl<T: Topic> AnyTopic for TopicState<T> {
             .collect();
         self.count.store(next.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
+        self.version.fetch_add(1, Release);
     }
 
     fn clear(&self) {
         let _edit = self.edit.lock();
         self.count.store(0, SeqCst);
         self.subscribers.store(Arc::new(Vec::new()));
+        self.version.fetch_add(1, Release);
     }
 }
