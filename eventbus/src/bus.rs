@@ -485,8 +485,16 @@ impl Inner {
 
     /// A closing bus looks whether it has drained, and if so finishes the close (see
     /// `lifecycle.rs`). Called by whoever may have made the last move.
+    #[inline]
     pub(crate) fn poke_if_closing(&self) {
-        if self.lifecycle.is_draining() && self.drained() {
+        if self.lifecycle.is_draining() {
+            self.finish_if_drained();
+        }
+    }
+
+    #[cold]
+    fn finish_if_drained(&self) {
+        if self.drained() {
             self.finish_close();
         }
     }

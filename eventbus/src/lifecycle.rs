@@ -60,20 +60,24 @@ impl Lifecycle {
         }
     }
 
+    #[inline]
     pub(crate) fn is_open(&self) -> bool {
         self.state.load(SeqCst) == OPEN
     }
 
+    #[inline]
     pub(crate) fn is_draining(&self) -> bool {
         self.state.load(SeqCst) == DRAINING
     }
 
+    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.state.load(SeqCst) == CLOSED
     }
 
     /// Whether a publish may go ahead: always while open; while draining only when `inside`
     /// (a handler of this bus is publishing). Called under the topic's order lock.
+    #[inline]
     pub(crate) fn accepts(&self, inside: bool) -> bool {
         match self.state.load(SeqCst) {
             OPEN => true,
@@ -148,10 +152,12 @@ impl Lifecycle {
         self.notify_closed();
     }
 
+    #[inline]
     pub(crate) fn stopped(&self) -> &AtomicBool {
         &self.stopped
     }
 
+    #[inline]
     pub(crate) fn stop_signal(&self) -> &Receiver<()> {
         &self.stop_rx
     }

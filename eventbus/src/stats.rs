@@ -31,11 +31,13 @@ struct CacheLines;
 
 impl Counters {
     /// Adds one; only for the counter's single writer (see above).
+    #[inline]
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.store(counter.load(Relaxed) + 1, Release);
     }
 
     /// Takes one off again; only for the counter's single writer.
+    #[inline]
     pub(crate) fn unbump(counter: &AtomicU64) {
         counter.store(counter.load(Relaxed) - 1, Release);
     }
