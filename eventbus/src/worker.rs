@@ -50,6 +50,10 @@ where
             bus.inner.poke_if_closing();
         }
     }
+    // A worker whose mailbox was shut looked at its topic's order lock before stopping, and
+    // a closing bus that looked at the same moment found it taken: look again.
+    drop(inbox);
+    bus.inner.poke_if_closing();
 }
 
 /// Runs the handler on one message until it succeeds or its retries are spent.
