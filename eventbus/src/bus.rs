@@ -643,7 +643,11 @@ impl Inner {
         if own {
             // Its own handler: the worker goes on until its mailbox is empty, and a close
             // must wait for that (see `activity`).
-            self.retiring.lock().push(Arc::clone(core));
+            // Pruned here too, not only when a close looks: on an open bus the list would
+            // otherwise grow with every such unsubscribe.
+            let mut retiring = self.retiring.lock();
+            retiring.retain(|core| !core.stopped());
+            retiring.push(Arc::clone(core));
         } else if let Some(worker) = entry.worker {
             let _ = worker.join();
         }
