@@ -145,9 +145,7 @@ impl Sub {
 
     fn wait_idle(&self) {
         let handle = self.handle.as_ref().unwrap();
-        while handle.stats().queued != 0 {
-            std::thread::yield_now();
-        }
+        support::until("the mailbox is idle", || handle.stats().queued == 0);
     }
 }
 
