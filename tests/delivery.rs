@@ -126,6 +126,70 @@ fn many_publishers_give_every_subscriber_the_same_order() {
     }
 }
 
+/// A topic with no subscribers numbers its messages without the order lock; one with
+/// subscribers numbers them under it. Publishers running while subscribers come and go cross
+/// between the two, and no number may be given twice or skipped, and what a subscriber gets
+/// still comes in order.
+#[test]
+fn seqs_stay_unique_while_subscribers_come_and_go() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    const THREADS: usize = 3;
+    let bus = Bus::builder().build();
+    let stop = AtomicBool::new(false);
+    let published = || bus.stats().topics.iter().map(|t| t.published).sum::<u64>();
+    let (given, heard) = std::thread::scope(|scope| {
+        let publishers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (bus, stop) = (&bus, &stop);
+                scope.spawn(move || {
+                    let mut seqs = Vec::new();
+                    while !stop.load(SeqCst) {
+                        seqs.push(bus.publish(Order(0)).unwrap());
+                    }
+                    seqs
+                })
+            })
+            .collect();
+        let mut heard = Vec::new();
+        for _ in 0..20 {
+            let seen = Seen::new();
+            let record = seen.clone();
+            let options = Options::default().capacity(8);
+            let subscription = bus.subscribe::<Order, _>(options, move |m: &Message<Order>| {
+                record.push(m.seq());
+            });
+            support::until("the subscriber hears some", || seen.get().len() >= 5);
+            subscription.unsubscribe();
+            heard.push(seen.get());
+            // With no subscriber, some are numbered unheard.
+            let before = published();
+            support::until("unheard publishes", || published() >= before + 5);
+        }
+        stop.store(true, SeqCst);
+        let given: Vec<u64> = publishers
+            .into_iter()
+            .flat_map(|p| p.join().unwrap())
+            .collect();
+        (given, heard)
+    });
+    let mut sorted = given.clone();
+    sorted.sort_unstable();
+    let expected: Vec<u64> = (0..given.len() as u64).collect();
+    let wrong = sorted.iter().zip(&expected).position(|(a, b)| a != b);
+    assert!(
+        wrong.is_none(),
+        "a seq was given twice or skipped: {:?} of {}",
+        wrong.map(|i| &sorted[i.saturating_sub(2)..i + 3]),
+        sorted.len()
+    );
+    for seqs in heard {
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "a subscriber got seqs out of order"
+        );
+    }
+}
+
 #[test]
 fn a_message_is_shared_not_cloned() {
     #[derive(Topic)]

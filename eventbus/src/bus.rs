@@ -1,8 +1,8 @@
 //! The bus: topics by type, publishing, subscribing, closing, and the bookkeeping that ties
 //! them together.
 //!
-//! Locks, and why they cannot deadlock: `topics` is a copy-on-write map (no lock on the
-//! publish path; each thread also caches its last few topics). `subscriptions` (the
+//! Locks, and why they cannot deadlock: `topics` takes no lock on the publish path
+//! (`directory.rs`). `subscriptions` (the
 //! registry) is held while nothing waits, with at most `retiring` taken inside it, and never
 //! while a topic's order lock is wanted. A topic's order lock is described in `topic.rs`;
 //! others take it only with `try_lock` (a closing bus looking whether it has drained, a
@@ -10,18 +10,16 @@
 //! `deadlock.rs` are taken one at a time, never nested.
 
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::dead_letter::{DeadLetterStore, Hook};
+use crate::directory::Directory;
 use crate::mailbox::mailbox;
 use crate::observe;
 use crate::state::States;
@@ -84,8 +82,8 @@ pub(crate) struct Inner {
     pub(crate) dead_letters: DeadLetterStore,
     /// Given to the builder; never changed after.
     pub(crate) states: States,
-    /// Copy-on-write; a topic, once made, stays.
-    topics: ArcSwap<TopicMap>,
+    /// A topic, once made, stays.
+    topics: Directory,
     subscriptions: Mutex<Vec<Entry>>,
     /// Subscriptions unsubscribed by their own handler whose worker is still emptying its
     /// mailbox: a close waits for them too. Locked after `subscriptions`, never before.
@@ -101,50 +99,6 @@ pub(crate) struct Inner {
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
 type Slot = [usize; 2];
-
-/// How many topics each thread remembers (see `Inner::with_topic`); bounded, so a thread
-/// that publishes to many buses keeps no more than this many topic states alive.
-const TOPIC_CACHE_SLOTS: usize = 8;
-
-type CachedTopic = Option<(u64, TypeId, Arc<dyn AnyTopic>)>;
-
-/// A thread's most recently used topics, replaced round-robin.
-#[derive(Default)]
-struct TopicCache {
-    entries: [CachedTopic; TOPIC_CACHE_SLOTS],
-    next: usize,
-}
-
-thread_local! {
-    static TOPIC_CACHE: std::cell::RefCell<TopicCache> = std::cell::RefCell::new(TopicCache::default());
-}
-
-/// Topics by `TypeId`. A `TypeId` is already a hash, so it is used as it is.
-type TopicMap = HashMap<TypeId, Arc<dyn AnyTopic>, BuildHasherDefault<TypeIdHasher>>;
-
-#[derive(Default)]
-struct TypeIdHasher(u64);
-
-impl Hasher for TypeIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // `TypeId` writes through `write_u64`/`write_u128`; fold anything else in.
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 ^= value;
-    }
-
-    fn write_u128(&mut self, value: u128) {
-        self.0 ^= value as u64 ^ (value >> 64) as u64;
-    }
-}
 
 struct Entry {
     core: Arc<SubscriptionCore>,
@@ -212,7 +166,7 @@ impl Bus {
             lifecycle: crate::lifecycle::Lifecycle::new(),
             dead_letters,
             states,
-            topics: ArcSwap::from_pointee(TopicMap::default()),
+            topics: Directory::new(),
             subscriptions: Mutex::new(Vec::new()),
             retiring: Mutex::new(Vec::new()),
             drain_hint: AtomicUsize::new(0),
@@ -400,19 +354,15 @@ impl Inner {
         deadline: Option<Instant>,
     ) -> Result<u64, PublishError<T>> {
         self.with_topic::<T, _>(|topic| {
-            // No subscribers, the bus open and the order lock free: nothing to hand out and
-            // nothing for a close to wait for, so nothing is counted (and nothing allocated).
-            let payload = if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
-                match topic.number_unheard(payload) {
-                    Ok(seq) => {
-                        self.poke_if_closing();
-                        return Ok(seq);
-                    }
-                    Err(payload) => payload,
-                }
-            } else {
-                payload
-            };
+            // No subscribers and the bus open: nothing to hand out and nothing for a close to
+            // wait for, so nothing is counted or allocated, and the order lock is not taken.
+            if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
+                let seq = topic.number_unheard();
+                // A close that began since may have seen the number move between its two
+                // looks, and so not finished: look again.
+                self.poke_if_closing();
+                return Ok(seq);
+            }
             let publisher = worker::current(self.id);
             let published = topic.publish(payload, deadline, &self.lifecycle, publisher.as_ref());
             // This publish held the topic's order lock, which a closing bus may have found
@@ -438,49 +388,21 @@ impl Inner {
         })
     }
 
-    /// Runs `f` on the topic's state, made on first use. Each thread keeps the topics it
-    /// used last in a small cache, so a publish usually finds its topic without touching
-    /// anything shared; otherwise it reads the copy-on-write map, without a lock, so
-    /// publishers of different topics never wait on each other.
+    /// Runs `f` on the topic's state, made on first use, found without a lock or a
+    /// read-modify-write (see `directory.rs`), so publishers of different topics never wait
+    /// on each other.
+    #[inline]
     fn with_topic<T: Topic, R>(&self, f: impl FnOnce(&TopicState<T>) -> R) -> R {
-        let key = TypeId::of::<T>();
-        TOPIC_CACHE.with(|cache| {
-            if let Ok(cached) = cache.try_borrow() {
-                let hit = cached
-                    .entries
-                    .iter()
-                    .flatten()
-                    .find(|(bus, of, _)| *bus == self.id && *of == key);
-                if let Some((_, _, topic)) = hit {
-                    return f(typed::<T>(&**topic));
-                }
-            }
-            let topic = self.topic::<T>();
-            if let Ok(mut cached) = cache.try_borrow_mut() {
-                let next = cached.next;
-                cached.entries[next] = Some((self.id, key, Arc::clone(&topic)));
-                cached.next = (next + 1) % TOPIC_CACHE_SLOTS;
-            }
-            f(typed::<T>(&*topic))
-        })
+        match self.topics.find(TypeId::of::<T>()) {
+            Some(topic) => f(typed::<T>(&**topic)),
+            None => f(typed::<T>(&*self.topic::<T>())),
+        }
     }
 
-    /// The topic's state from the shared map, made on first use.
+    /// The topic's state, made on first use.
     fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
-        let key = TypeId::of::<T>();
-        if let Some(topic) = self.topics.load().get(&key) {
-            return Arc::clone(topic);
-        }
-        let made: Arc<dyn AnyTopic> = Arc::new(TopicState::<T>::new());
-        self.topics.rcu(|current| {
-            let mut next = TopicMap::clone(current);
-            next.entry(key).or_insert_with(|| Arc::clone(&made));
-            next
-        });
-        match self.topics.load().get(&key) {
-            Some(topic) => Arc::clone(topic),
-            None => unreachable!("the topic was just inserted and topics are never removed"),
-        }
+        self.topics
+            .get_or_make(TypeId::of::<T>(), || Arc::new(TopicState::<T>::new()))
     }
 
     /// A closing bus looks whether it has drained, and if so finishes the close (see
@@ -536,7 +458,7 @@ impl Inner {
             return None;
         }
         let mut seen = Vec::new();
-        for topic in self.topics.load().values() {
+        for topic in self.topics.all() {
             seen.push(topic.quiet_published()?);
         }
         let subscriptions = self.subscriptions.lock();
@@ -673,7 +595,7 @@ impl Inner {
         for core in self.cores() {
             core.retire(wake);
         }
-        for topic in self.topics.load().values() {
+        for topic in self.topics.all() {
             topic.clear();
         }
     }
@@ -720,7 +642,7 @@ impl Inner {
     }
 
     fn stats(&self) -> BusStats {
-        let topics: Vec<_> = self.topics.load().values().cloned().collect();
+        let topics = self.topics.all();
         let (subscriptions, mut topics) = {
             let entries = self.subscriptions.lock();
             let subscriptions = entries.iter().map(|e| e.core.stats()).collect();

@@ -196,6 +196,7 @@ mod builder;
 mod bus;
 mod dead_letter;
 mod deadlock;
+mod directory;
 mod error;
 mod handler;
 mod lifecycle;

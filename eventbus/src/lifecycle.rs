@@ -3,7 +3,7 @@
 //! # How close knows it is done
 //!
 //! Nothing on the publish or delivery path counts work on a shared counter; instead, once the
-//! bus is draining, whoever may have made the last move looks (`Inner::poke` in `bus.rs`): a
+//! bus is draining, whoever may have made the last move looks (`Inner::poke_if_closing` in `bus.rs`): a
 //! worker whose mailbox ran dry, a publisher that let go of its topic's order lock, a
 //! subscribe that finished, the close itself. The bus is drained when, twice in a row, every
 //! topic's order lock could be taken (no publish under way), no subscribe is under way, and
@@ -12,6 +12,11 @@
 //! again: a publish checks the state *under* its topic's order lock, and one that takes the
 //! lock after the look took it sees that the bus is draining, so it is refused unless a
 //! handler makes it, and none is running.
+//!
+//! A publish to a topic with no subscribers, on an open bus, takes no lock: it only takes a
+//! number, and hands nothing out, so there is nothing for a close to wait for. It may still
+//! finish after a close began, moving the topic's count between two looks; it looks again
+//! itself.
 //!
 //! Subscribes are counted (they are rare): a subscribe adds itself before it reads the state,
 //! and `begin_close` changes the state before the look reads the count, all sequentially

@@ -93,8 +93,10 @@ pub(crate) struct TopicState<T> {
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
     version: AtomicU64,
-    /// Written only under the order lock.
-    published: AtomicU64,
+    /// The next message's number. Taken under the order lock when there are subscribers, and
+    /// without it when there are none (nothing is handed out then, so there is no order to
+    /// keep), hence an atomic: every number is given once either way.
+    next_seq: AtomicU64,
     /// The length of `subscribers`, readable without loading the list; written under `edit`.
     count: AtomicUsize,
     /// Serialises changes to the subscriber list (never held by a publish).
@@ -103,9 +105,9 @@ pub(crate) struct TopicState<T> {
     waits: Arc<TopicWaits>,
 }
 
-/// What the order lock guards: the numbering, and the subscriber list as of `version`.
+/// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
+/// `version`.
 pub(crate) struct Order<T> {
-    next_seq: u64,
     subscribers: Arc<Vec<Arc<Outbox<T>>>>,
     version: u64,
 }
@@ -144,13 +146,12 @@ impl<T: Topic> TopicState<T> {
         TopicState {
             name: T::name(),
             order: Arc::new(Mutex::new(Order {
-                next_seq: 0,
                 subscribers: Arc::new(Vec::new()),
                 version: 0,
             })),
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Vec::new()),
-            published: AtomicU64::new(0),
+            next_seq: AtomicU64::new(0),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
@@ -170,20 +171,11 @@ impl<T: Topic> TopicState<T> {
         self.count.load(SeqCst)
     }
 
-    /// Numbers a message for a topic that has no subscribers, if the order lock is free and
-    /// the list still empty: nothing is handed out or allocated. Otherwise the payload comes
-    /// back, for the full publish.
-    pub(crate) fn number_unheard(&self, payload: T) -> Result<u64, T> {
-        let Some(mut order) = self.order.try_lock() else {
-            return Err(payload);
-        };
-        if self.subscriber_count() != 0 {
-            return Err(payload);
-        }
-        let seq = order.next_seq;
-        order.next_seq += 1;
-        self.published.store(seq + 1, Relaxed);
-        Ok(seq)
+    /// Numbers a message for a topic that has no subscribers: nothing is handed out or
+    /// allocated, and the order lock is not taken.
+    #[inline]
+    pub(crate) fn number_unheard(&self) -> u64 {
+        self.next_seq.fetch_add(1, Relaxed)
     }
 
     /// Numbers `payload` and hands it to every mailbox, as one step under the order lock.
@@ -221,9 +213,7 @@ impl<T: Topic> TopicState<T> {
             },
             None => None,
         };
-        let seq = order.next_seq;
-        order.next_seq += 1;
-        self.published.store(seq + 1, Relaxed);
+        let seq = self.next_seq.fetch_add(1, Relaxed);
         let mut hand_out = HandOut {
             seq,
             ..HandOut::default()
@@ -276,11 +266,12 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn published(&self) -> u64 {
-        self.published.load(Relaxed)
+        self.next_seq.load(Relaxed)
     }
 
     fn quiet_published(&self) -> Option<u64> {
-        self.order.try_lock().map(|order| order.next_seq)
+        let _order = self.order.try_lock()?;
+        Some(self.next_seq.load(Relaxed))
     }
 
     fn remove(&self, subscription: u64) {
