@@ -203,9 +203,11 @@ impl<T> Outbox<T> {
     }
 
     /// Offers one message, waiting for room (with `Block`) until `deadline` or a forced stop.
+    /// The message is taken by value so that the last mailbox of a topic can have the
+    /// publisher's own reference instead of a clone of it.
     pub(crate) fn offer(
         &self,
-        message: &Arc<Message<T>>,
+        message: Arc<Message<T>>,
         deadline: Option<Instant>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
@@ -213,19 +215,18 @@ impl<T> Outbox<T> {
         if self.flags.shut.load(Acquire) {
             return Offer::Retired;
         }
+        let (topic, seq) = (message.topic(), message.seq());
         let tx = &self.tx;
         let counters = &self.core.counters;
         Counters::bump(&counters.received);
         let offer = match self.core.options.overflow {
-            Overflow::Block => {
-                self.send_blocking(tx, Some(Arc::clone(message)), deadline, stop, waits)
-            }
-            Overflow::DropNewest => match tx.try_send(Some(Arc::clone(message))) {
+            Overflow::Block => self.send_blocking(tx, Some(message), deadline, stop, waits),
+            Overflow::DropNewest => match tx.try_send(Some(message)) {
                 Ok(()) => Offer::Accepted,
                 Err(TrySendError::Full(_)) => Offer::Dropped,
                 Err(TrySendError::Disconnected(_)) => Offer::Retired,
             },
-            Overflow::DropOldest => self.send_evicting(tx, Some(Arc::clone(message))),
+            Overflow::DropOldest => self.send_evicting(tx, Some(message)),
         };
         match offer {
             Offer::Accepted | Offer::Retired => {}
@@ -236,7 +237,7 @@ impl<T> Outbox<T> {
                     Offer::TimedOut => "publish timed out",
                     _ => "forced close",
                 };
-                observe::dropped(message.topic(), message.seq(), &self.core.name, why);
+                observe::dropped(topic, seq, &self.core.name, why);
             }
         }
         offer

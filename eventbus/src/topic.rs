@@ -218,17 +218,22 @@ impl<T: Topic> TopicState<T> {
             seq,
             ..HandOut::default()
         };
-        if subscribers.is_empty() {
+        let Some((last, others)) = subscribers.split_last() else {
             return Ok(hand_out);
-        }
+        };
         let message = Arc::new(Message::new(seq, self.name, payload));
-        for outbox in subscribers.iter() {
-            match outbox.offer(&message, deadline, lifecycle.stop_signal(), &self.waits) {
-                Offer::Accepted | Offer::Dropped | Offer::Retired => {}
-                Offer::TimedOut => hand_out.timed_out += 1,
-                Offer::Abandoned => hand_out.abandoned += 1,
-            }
+        let stop = lifecycle.stop_signal();
+        let mut tally = |offer| match offer {
+            Offer::Accepted | Offer::Dropped | Offer::Retired => {}
+            Offer::TimedOut => hand_out.timed_out += 1,
+            Offer::Abandoned => hand_out.abandoned += 1,
+        };
+        for outbox in others {
+            tally(outbox.offer(Arc::clone(&message), deadline, stop, &self.waits));
         }
+        // The last mailbox gets this publish's own reference: one count up and down fewer,
+        // and the down would have raced the worker's for the count's cache line.
+        tally(last.offer(message, deadline, stop, &self.waits));
         Ok(hand_out)
     }
 
