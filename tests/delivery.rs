@@ -126,10 +126,10 @@ fn many_publishers_give_every_subscriber_the_same_order() {
     }
 }
 
-/// A topic with no subscribers numbers its messages without the order lock; one with
-/// subscribers numbers them under it. Publishers running while subscribers come and go cross
-/// between the two, and no number may be given twice or skipped, and what a subscriber gets
-/// still comes in order.
+/// A topic with no subscribers numbers its messages on a short path that hands nothing
+/// out; one with subscribers numbers them as it hands them out. Publishers running while
+/// subscribers come and go cross between the two: no number may be given twice or skipped,
+/// and what a subscriber gets still comes in order.
 #[test]
 fn seqs_stay_unique_while_subscribers_come_and_go() {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};

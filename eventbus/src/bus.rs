@@ -354,14 +354,15 @@ impl Inner {
         deadline: Option<Instant>,
     ) -> Result<u64, PublishError<T>> {
         self.with_topic::<T, _>(|topic| {
-            // No subscribers and the bus open: nothing to hand out and nothing for a close to
-            // wait for, so nothing is counted or allocated, and the order lock is not taken.
+            // No subscribers, the bus open and the order lock free: nothing to hand out and
+            // nothing for a close to wait for, so nothing is counted or allocated. This
+            // publish held the order lock, which a closing bus may have found taken: look
+            // again.
             if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
-                let seq = topic.number_unheard();
-                // A close that began since may have seen the number move between its two
-                // looks, and so not finished: look again.
-                self.poke_if_closing();
-                return Ok(seq);
+                if let Some(seq) = topic.number_unheard() {
+                    self.poke_if_closing();
+                    return Ok(seq);
+                }
             }
             let publisher = worker::current(self.id);
             let published = topic.publish(payload, deadline, &self.lifecycle, publisher.as_ref());

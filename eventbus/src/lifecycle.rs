@@ -13,11 +13,6 @@
 //! lock after the look took it sees that the bus is draining, so it is refused unless a
 //! handler makes it, and none is running.
 //!
-//! A publish to a topic with no subscribers, on an open bus, takes no lock: it only takes a
-//! number, and hands nothing out, so there is nothing for a close to wait for. It may still
-//! finish after a close began, moving the topic's count between two looks; it looks again
-//! itself.
-//!
 //! Subscribes are counted (they are rare): a subscribe adds itself before it reads the state,
 //! and `begin_close` changes the state before the look reads the count, all sequentially
 //! consistent, so a subscribe is either refused or seen.
