@@ -7,6 +7,8 @@
 //! - `EVENTBUS_BENCH_SCALE` (default 10,000): subscribers in the scale scenario.
 //! - `EVENTBUS_BENCH_CHART` (a path): also write an SVG chart of ns/delivery by subscribers.
 //! - `EVENTBUS_BENCH_QUICK=1`: only the baseline and eventbus, for quick comparisons.
+//! - `EVENTBUS_BENCH_ONLY` (text): only the measurements whose title contains it, such as
+//!   `topics`, `16 subscriber`, `no subscribers`, `latency`, `memory` or `scale`.
 //!
 //! Figures from a shared machine are noisy: read the ratios, not the absolute numbers.
 
@@ -440,6 +442,11 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// Whether the measurement titled `title` was asked for (`EVENTBUS_BENCH_ONLY`).
+fn wanted(title: &str) -> bool {
+    std::env::var("EVENTBUS_BENCH_ONLY").map_or(true, |only| title.contains(&only))
+}
+
 /// Runs every contender `rounds` times, alternating, and prints the medians.
 fn scenario<const N: usize>(
     title: &str,
@@ -447,6 +454,9 @@ fn scenario<const N: usize>(
     rounds: u64,
     contenders: &[Contender],
 ) -> Vec<(Contender, f64)> {
+    if !wanted(title) {
+        return Vec::new();
+    }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
     let mut lost = vec![0u64; contenders.len()];
     for _ in 0..rounds {
@@ -846,10 +856,18 @@ fn main() {
         rounds,
         contenders,
     );
-    no_subscribers(rounds, messages.max(100_000));
-    latency(messages.min(50_000), 50_000);
-    memory(messages);
-    scale(scale_subscribers, if quick { 10 } else { 1_000 });
+    if wanted("publish to a topic with no subscribers") {
+        no_subscribers(rounds, messages.max(100_000));
+    }
+    if wanted("latency") {
+        latency(messages.min(50_000), 50_000);
+    }
+    if wanted("memory") {
+        memory(messages);
+    }
+    if wanted("scale") {
+        scale(scale_subscribers, if quick { 10 } else { 1_000 });
+    }
     if let Ok(path) = std::env::var("EVENTBUS_BENCH_CHART") {
         chart(&path, &by_subscribers);
     }
