@@ -539,6 +539,65 @@ fn no_subscribers(rounds: u64, messages: u64) {
     );
 }
 
+/// What one publish costs the publishing thread alone: every mailbox is full and refuses
+/// the message (`DropNewest`; the baseline's `try_send`), so no worker runs while it is timed.
+fn full_mailboxes(subscribers: usize, rounds: u64, messages: u64) {
+    let (mut bus_ns, mut base_ns) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let bus = Bus::builder().build();
+        let (gate_tx, gate_rx) = bounded::<()>(0);
+        for _ in 0..subscribers {
+            let gate = gate_rx.clone();
+            let mut first = true;
+            let options = Options::default()
+                .capacity(1)
+                .overflow(Overflow::DropNewest);
+            bus.subscribe::<Msg<0, 8>, _>(options, move |_: &Message<Msg<0, 8>>| {
+                // The worker holds its first message until the round is over.
+                if std::mem::take(&mut first) {
+                    let _ = gate.recv();
+                }
+            });
+        }
+        // One message for each handler to hold, one to fill each mailbox (either way every
+        // mailbox holds one: a worker that has not taken the first yet refuses the second).
+        for _ in 0..2 {
+            bus.publish(Msg::<0, 8>::new()).map_err(|_| ()).unwrap();
+        }
+        let start = Instant::now();
+        for _ in 0..messages {
+            std::hint::black_box(bus.publish(Msg::<0, 8>::new()).map_err(|_| ()).unwrap());
+        }
+        bus_ns.push(start.elapsed().as_nanos() as f64 / messages as f64);
+        drop(gate_tx);
+        bus.close();
+
+        let full: Vec<_> = (0..subscribers)
+            .map(|_| {
+                let (tx, rx) = bounded::<Arc<Msg<0, 8>>>(1);
+                tx.send(Arc::new(Msg::new())).unwrap();
+                (tx, rx)
+            })
+            .collect();
+        let order = Mutex::new(0u64);
+        let start = Instant::now();
+        for _ in 0..messages {
+            let mut seq = order.lock();
+            *seq += 1;
+            let message = Arc::new(Msg::<0, 8>::new());
+            for (tx, _) in &full {
+                std::hint::black_box(tx.try_send(Arc::clone(&message)).is_err());
+            }
+        }
+        base_ns.push(start.elapsed().as_nanos() as f64 / messages as f64);
+    }
+    let (bus, base) = (median(bus_ns), median(base_ns));
+    println!(
+        "  {subscribers:>2} subscribers: eventbus {bus:.1} ns/publish, baseline {base:.1} ns/publish ({:.2}x)",
+        bus / base
+    );
+}
+
 fn latency(messages: u64, rate_per_sec: u64) {
     println!("\nlatency, publish → handler start, 1 publisher → 1 subscriber at {rate_per_sec}/s");
     println!(
@@ -858,6 +917,12 @@ fn main() {
     );
     if wanted("publish to a topic with no subscribers") {
         no_subscribers(rounds, messages.max(100_000));
+    }
+    if wanted("publisher's own cost") {
+        println!("\npublisher's own cost, every mailbox full and refusing (DropNewest / try_send)");
+        for subscribers in [4, 16] {
+            full_mailboxes(subscribers, rounds, messages.max(100_000));
+        }
     }
     if wanted("latency") {
         latency(messages.min(50_000), 50_000);
