@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
+use crate::shared::Shared;
 use crate::{observe, Message};
 
 /// The dead-letter store's size when none is given.
@@ -46,13 +47,14 @@ pub struct DeadLetter {
     subscriber: Arc<str>,
     error: String,
     attempts: u32,
-    /// The shared `Arc<Message<T>>`, kept whole so [`DeadLetter::payload`] can hand it back.
+    /// The subscriber's reference to the shared `Message<T>`, kept whole so
+    /// [`DeadLetter::payload`] can hand it back.
     message: Arc<dyn Any + Send + Sync>,
 }
 
 impl DeadLetter {
     pub(crate) fn new<T: Send + Sync + 'static>(
-        message: Arc<Message<T>>,
+        message: Shared<Message<T>>,
         subscriber: Arc<str>,
         error: String,
         attempts: u32,
@@ -63,7 +65,7 @@ impl DeadLetter {
             subscriber,
             error,
             attempts,
-            message,
+            message: Arc::new(message),
         }
     }
 
@@ -99,7 +101,8 @@ impl DeadLetter {
 
     /// The whole message, if it is a `Message<T>`.
     pub fn message<T: 'static>(&self) -> Option<&Message<T>> {
-        self.message.downcast_ref::<Message<T>>()
+        let message = self.message.downcast_ref::<Shared<Message<T>>>()?;
+        Some(&**message)
     }
 }
 

@@ -205,6 +205,7 @@ mod message;
 mod observe;
 mod options;
 mod registry;
+mod shared;
 mod state;
 mod stats;
 mod subscription;

@@ -26,6 +26,7 @@ use crossbeam_channel::{
 
 use crate::deadlock::TopicWaits;
 use crate::observe;
+use crate::shared::Shared;
 use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
 use crate::topic::OrderLock;
@@ -36,7 +37,7 @@ use crate::{Message, Overflow};
 const RECHECK: Duration = Duration::from_millis(1);
 
 /// What the channel carries: a message, or `None` to wake a worker whose mailbox was shut.
-type Item<T> = Option<Arc<Message<T>>>;
+type Item<T> = Option<Shared<Message<T>>>;
 
 /// What became of one message offered to one mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,12 +203,11 @@ impl<T> Outbox<T> {
             && self.rx.is_full()
     }
 
-    /// Offers one message, waiting for room (with `Block`) until `deadline` or a forced stop.
-    /// The message is taken by value so that the last mailbox of a topic can have the
-    /// publisher's own reference instead of a clone of it.
+    /// Offers one message (this mailbox's reference to it), waiting for room (with `Block`)
+    /// until `deadline` or a forced stop.
     pub(crate) fn offer(
         &self,
-        message: Arc<Message<T>>,
+        message: Shared<Message<T>>,
         deadline: Option<Instant>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
@@ -322,7 +322,7 @@ impl<T> Inbox<T> {
 
     /// The next message, waiting for one; `None` once the mailbox is shut and nothing more
     /// can arrive (see the module docs).
-    pub(crate) fn next(&mut self) -> Option<Arc<Message<T>>> {
+    pub(crate) fn next(&mut self) -> Option<Shared<Message<T>>> {
         loop {
             match self.phase {
                 Phase::Open => {

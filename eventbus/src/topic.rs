@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use crate::deadlock::{self, TopicWaits};
 use crate::lifecycle::Lifecycle;
 use crate::mailbox::{Handouts, Offer, Outbox};
+use crate::shared::shared;
 use crate::subscription::SubscriptionCore;
 use crate::Message;
 
@@ -221,22 +222,19 @@ impl<T: Topic> TopicState<T> {
             seq,
             ..HandOut::default()
         };
-        let Some((last, others)) = subscribers.split_last() else {
+        if subscribers.is_empty() {
             return Ok(hand_out);
-        };
-        let message = Arc::new(Message::new(seq, self.name, payload));
-        let stop = lifecycle.stop_signal();
-        let mut tally = |offer| match offer {
-            Offer::Accepted | Offer::Dropped | Offer::Retired => {}
-            Offer::TimedOut => hand_out.timed_out += 1,
-            Offer::Abandoned => hand_out.abandoned += 1,
-        };
-        for outbox in others {
-            tally(outbox.offer(Arc::clone(&message), deadline, stop, &self.waits));
         }
-        // The last mailbox gets this publish's own reference: one count up and down fewer,
-        // and the down would have raced the worker's for the count's cache line.
-        tally(last.offer(message, deadline, stop, &self.waits));
+        // One reference per mailbox, made at once (see `shared.rs`).
+        let references = shared(Message::new(seq, self.name, payload), subscribers.len());
+        let stop = lifecycle.stop_signal();
+        for (outbox, message) in subscribers.iter().zip(references) {
+            match outbox.offer(message, deadline, stop, &self.waits) {
+                Offer::Accepted | Offer::Dropped | Offer::Retired => {}
+                Offer::TimedOut => hand_out.timed_out += 1,
+                Offer::Abandoned => hand_out.abandoned += 1,
+            }
+        }
         Ok(hand_out)
     }
 

@@ -9,6 +9,7 @@ use crate::dead_letter::DeadLetter;
 use crate::handler;
 use crate::mailbox::Inbox;
 use crate::observe;
+use crate::shared::Shared;
 use crate::stats::Counters;
 use crate::subscription::SubscriptionCore;
 use crate::{Bus, Message};
@@ -57,7 +58,7 @@ where
 }
 
 /// Runs the handler on one message until it succeeds or its retries are spent.
-fn deliver<T, H>(core: &SubscriptionCore, bus: &Bus, handler: &mut H, message: Arc<Message<T>>)
+fn deliver<T, H>(core: &SubscriptionCore, bus: &Bus, handler: &mut H, message: Shared<Message<T>>)
 where
     T: Send + Sync + 'static,
     H: FnMut(&Message<T>, &Bus) -> Result<(), String>,
@@ -68,7 +69,7 @@ where
         attempts = attempts.saturating_add(1);
         let outcome = {
             let _attempt = observe::attempt(message.topic(), message.seq(), &core.name, attempts);
-            handler::attempt(|| handler(&message, bus))
+            handler::attempt(|| handler(&*message, bus))
         };
         let error = match outcome {
             Ok(()) => {
