@@ -1,5 +1,5 @@
-//! No allocation on the publish path beyond the one `Arc` per message, and none at all when
-//! the topic has no subscribers. Counted with dhat's allocator, so the test is exact.
+//! No allocation on the publish path beyond the message's one shared allocation, and none at
+//! all when the topic has no subscribers. Counted with dhat's allocator, so the test is exact.
 
 use eventbus::{Bus, Message, Options, Topic};
 
@@ -63,7 +63,7 @@ fn publishing_allocates_one_arc_per_message_and_nothing_without_subscribers() {
     assert_eq!(
         blocks() - before,
         1000,
-        "a publish allocated more than its one Arc"
+        "a publish allocated more than its one shared message"
     );
 
     drop(release_tx);

@@ -11,7 +11,7 @@
 //! A topic is a type with `#[derive(Topic)]`: a struct, an enum (its variants share one
 //! order) or a generic type (each instantiation is a topic of its own). The name shown in
 //! stats and dead letters defaults to the type's name; `#[topic(name = "...")]` sets it.
-//! Messages need not be `Clone`: all subscribers share one `Arc` of each.
+//! Messages need not be `Clone`: all subscribers share one reference-counted copy of each.
 //!
 //! ```
 //! use eventbus::Topic;

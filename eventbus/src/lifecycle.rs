@@ -3,15 +3,15 @@
 //! # How close knows it is done
 //!
 //! Nothing on the publish or delivery path counts work on a shared counter; instead, once the
-//! bus is draining, whoever may have made the last move looks (`Inner::poke_if_closing` in `bus.rs`): a
-//! worker whose mailbox ran dry, a publisher that let go of its topic's order lock, a
-//! subscribe that finished, the close itself. The bus is drained when, twice in a row, every
-//! topic's order lock could be taken (no publish under way), no subscribe is under way, and
-//! every subscription has finished everything it received, with no counter moved between the
-//! two looks. Then no mailbox holds anything and no handler runs, so nothing can publish
-//! again: a publish checks the state *under* its topic's order lock, and one that takes the
-//! lock after the look took it sees that the bus is draining, so it is refused unless a
-//! handler makes it, and none is running.
+//! bus is draining, whoever may have made the last move looks (`Inner::poke_if_closing` in
+//! `bus.rs`): a worker whose mailbox ran dry, a publisher that let go of its topic's order
+//! lock, a subscribe that finished, the close itself. The bus is drained when, twice in a
+//! row, every topic's order lock could be taken (no publish under way), no subscribe is under
+//! way, and every subscription has finished everything it received, with no counter moved
+//! between the two looks. Then no mailbox holds anything and no handler runs, so nothing can
+//! publish again: a publish checks the state *under* its topic's order lock, and one that
+//! takes the lock after the look took it sees that the bus is draining, so it is refused
+//! unless a handler makes it, and none is running.
 //!
 //! Subscribes are counted (they are rare): a subscribe adds itself before it reads the state,
 //! and `begin_close` changes the state before the look reads the count, all sequentially

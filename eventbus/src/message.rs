@@ -6,8 +6,8 @@ use std::ops::Deref;
 /// A published message, as handed to subscribers.
 ///
 /// It dereferences to the published value; [`seq`](Message::seq) is its place in the topic's
-/// one order. One `Message` is shared (behind an `Arc`) by every subscriber of the topic, so the
-/// value need not be `Clone`.
+/// one order. One `Message` is shared (reference-counted, one allocation) by every subscriber
+/// of the topic, so the value need not be `Clone`.
 ///
 /// # Examples
 ///
