@@ -2,12 +2,12 @@
 //! them together.
 //!
 //! Locks, and why they cannot deadlock: `topics` takes no lock on the publish path
-//! (`directory.rs`). `subscriptions` (the
-//! registry) is held while nothing waits, with at most `retiring` taken inside it, and never
-//! while a topic's order lock is wanted. A topic's order lock is described in `topic.rs`;
-//! others take it only with `try_lock` (a closing bus looking whether it has drained, a
-//! worker whose mailbox was shut: `lifecycle.rs`, `mailbox.rs`); the wait-graph records of
-//! `deadlock.rs` are taken one at a time, never nested.
+//! (`directory.rs`). `subscriptions` (the registry) is held while nothing waits, with at most
+//! `retiring` taken inside it, and never while a topic's order lock is wanted. A topic's
+//! order lock is described in `topic.rs`; others take it only with `try_lock` (a closing bus
+//! looking whether it has drained, a worker whose mailbox was shut: `lifecycle.rs`,
+//! `mailbox.rs`); the wait-graph records of `deadlock.rs` are taken one at a time, never
+//! nested.
 
 use std::any::TypeId;
 use std::fmt;

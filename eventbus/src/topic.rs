@@ -171,11 +171,16 @@ impl<T: Topic> TopicState<T> {
         self.count.load(SeqCst)
     }
 
-    /// Numbers a message for a topic that has no subscribers, if the order lock is free:
-    /// nothing is handed out or allocated. `None` sends the publish the full way.
+    /// Numbers a message for a topic that has no subscribers, if the order lock is free and
+    /// the list still empty: nothing is handed out or allocated. `None` sends the publish the
+    /// full way.
     #[inline]
     pub(crate) fn number_unheard(&self) -> Option<u64> {
         let _order = self.order.try_lock()?;
+        // A subscribe that finished before the lock was taken is heard from.
+        if self.subscriber_count() != 0 {
+            return None;
+        }
         let seq = self.next_seq.load(Relaxed);
         self.next_seq.store(seq + 1, Relaxed);
         Some(seq)
