@@ -132,38 +132,48 @@ fn many_publishers_give_every_subscriber_the_same_order() {
 /// and what a subscriber gets still comes in order.
 #[test]
 fn seqs_stay_unique_while_subscribers_come_and_go() {
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
     const THREADS: usize = 3;
+    // Bounds what the test keeps (8 bytes a seq) however fast the machine publishes.
+    const MOST: usize = 2_000_000;
     let bus = Bus::builder().build();
     let stop = AtomicBool::new(false);
+    let running = AtomicUsize::new(THREADS);
     let published = || bus.stats().topics.iter().map(|t| t.published).sum::<u64>();
     let (given, heard) = std::thread::scope(|scope| {
         let publishers: Vec<_> = (0..THREADS)
             .map(|_| {
-                let (bus, stop) = (&bus, &stop);
+                let (bus, stop, running) = (&bus, &stop, &running);
                 scope.spawn(move || {
                     let mut seqs = Vec::new();
-                    while !stop.load(SeqCst) {
+                    while !stop.load(SeqCst) && seqs.len() < MOST {
                         seqs.push(bus.publish(Order(0)).unwrap());
                     }
+                    running.fetch_sub(1, SeqCst);
                     seqs
                 })
             })
             .collect();
+        let done = || running.load(SeqCst) == 0;
         let mut heard = Vec::new();
         for _ in 0..20 {
+            if done() {
+                break;
+            }
             let seen = Seen::new();
             let record = seen.clone();
             let options = Options::default().capacity(8);
             let subscription = bus.subscribe::<Order, _>(options, move |m: &Message<Order>| {
                 record.push(m.seq());
             });
-            support::until("the subscriber hears some", || seen.get().len() >= 5);
+            support::until("the subscriber hears some", || {
+                seen.get().len() >= 5 || done()
+            });
             subscription.unsubscribe();
             heard.push(seen.get());
             // With no subscriber, some are numbered unheard.
             let before = published();
-            support::until("unheard publishes", || published() >= before + 5);
+            support::until("unheard publishes", || published() >= before + 5 || done());
         }
         stop.store(true, SeqCst);
         let given: Vec<u64> = publishers
