@@ -22,7 +22,7 @@ fn publishing_allocates_one_arc_per_message_and_nothing_without_subscribers() {
     let bus = Bus::builder().build();
     let (started_tx, started_rx) = std::sync::mpsc::sync_channel::<u64>(1);
     let (release_tx, release_rx) = std::sync::mpsc::sync_channel::<()>(0);
-    bus.subscribe::<Ping, _>(
+    bus.subscribe::<Ping>(
         Options::default().capacity(2048),
         move |m: &Message<Ping>| {
             if m.0 < 2 {

@@ -2,7 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use eventbus::{Bus, Message, Options, PublishError, SubscribeError, Topic, MAX_CAPACITY};
+use eventbus::{
+    Bus, Message, Options, PublishError, PublishTimeoutError, SubscribeError, Topic,
+    TryPublishError,
+};
 
 #[derive(Topic, Debug, Clone, Copy, PartialEq)]
 struct Job(u64);
@@ -14,9 +17,9 @@ fn always_fails(_: &Message<Job>) -> Result<(), String> {
 #[test]
 fn capacities_out_of_range_are_refused_with_what_is_allowed() {
     let bus = Bus::builder().build();
-    for capacity in [0, MAX_CAPACITY + 1, usize::MAX] {
+    for capacity in [0, Options::MAX_CAPACITY + 1, usize::MAX] {
         let error = bus
-            .try_subscribe::<Job, _>(
+            .try_subscribe::<Job>(
                 Options::default().capacity(capacity).name("c"),
                 always_fails,
             )
@@ -28,7 +31,10 @@ fn capacities_out_of_range_are_refused_with_what_is_allowed() {
         assert!(error.to_string().contains("from 1 to 16777216"), "{error}");
     }
     // The largest capacity is allowed.
-    let big = bus.try_subscribe::<Job, _>(Options::default().capacity(MAX_CAPACITY), always_fails);
+    let big = bus.try_subscribe::<Job>(
+        Options::default().capacity(Options::MAX_CAPACITY),
+        always_fails,
+    );
     big.unwrap().unsubscribe();
 }
 
@@ -38,7 +44,10 @@ fn a_mailbox_that_cannot_be_allocated_is_refused_not_an_abort() {
     if std::env::var_os("EVENTBUS_LOW_MEMORY_CHILD").is_some() {
         let bus = Bus::builder().build();
         let error = bus
-            .try_subscribe::<Job, _>(Options::default().capacity(MAX_CAPACITY), always_fails)
+            .try_subscribe::<Job>(
+                Options::default().capacity(Options::MAX_CAPACITY),
+                always_fails,
+            )
             .unwrap_err();
         assert!(
             matches!(error, SubscribeError::OutOfMemory { .. }),
@@ -73,7 +82,7 @@ fn a_mailbox_that_cannot_be_allocated_is_refused_not_an_abort() {
 #[test]
 fn a_zero_backoff_retries_at_once() {
     let bus = Bus::builder().build();
-    let subscription = bus.subscribe::<Job, _>(
+    let subscription = bus.subscribe::<Job>(
         Options::default().retries(5).backoff(Duration::ZERO),
         always_fails,
     );
@@ -86,7 +95,7 @@ fn a_zero_backoff_retries_at_once() {
 #[test]
 fn a_huge_backoff_and_huge_timeouts_do_not_overflow_or_hang_close_timeout() {
     let bus = Bus::builder().build();
-    let subscription = bus.subscribe::<Job, _>(
+    let subscription = bus.subscribe::<Job>(
         Options::default().retries(3).backoff(Duration::MAX),
         always_fails,
     );
@@ -113,7 +122,7 @@ fn a_huge_backoff_and_huge_timeouts_do_not_overflow_or_hang_close_timeout() {
 #[test]
 fn endless_retries_end_at_close_timeout_as_a_dead_letter() {
     let bus = Bus::builder().build();
-    let subscription = bus.subscribe::<Job, _>(
+    let subscription = bus.subscribe::<Job>(
         Options::default()
             .retries(u32::MAX)
             .backoff(Duration::from_micros(50)),
@@ -123,16 +132,21 @@ fn endless_retries_end_at_close_timeout_as_a_dead_letter() {
     bus.publish(Job(2)).unwrap();
     let report = bus.close_timeout(Duration::from_millis(100));
     assert!(!report.completed);
-    assert_eq!(report.subscriptions[0].queued, 2);
+    let left = &report.subscriptions[0];
+    assert_eq!((left.queued, left.in_handler), (1, 1));
     // Wait (exactly) for the worker to stop, then look at what it left.
     let stats = subscription.unsubscribe();
     let letters = bus.dead_letters();
     assert_eq!(letters.len(), 1);
     assert!(letters[0].attempts() > 1);
-    assert_eq!((stats.dead_lettered, stats.queued), (1, 1));
+    // The message still queued at the forced stop was let go of by the worker, counted.
+    assert_eq!(
+        (stats.dead_lettered, stats.dropped, stats.queued),
+        (1, 1, 0)
+    );
     assert_eq!(
         stats.received,
-        stats.delivered + stats.dead_lettered + stats.dropped + stats.queued
+        stats.delivered + stats.dead_lettered + stats.dropped + stats.queued + stats.in_handler
     );
 }
 
@@ -142,11 +156,12 @@ fn every_error_is_a_std_error_with_an_actionable_message() {
     let closed: PublishError<Job> = PublishError::Closed(Job(1));
     is_error(&closed);
     is_error(&PublishError::<Job>::WouldDeadlock(Job(1)));
-    is_error(&PublishError::<Job>::Timeout { seq: 1, missed: 2 });
+    is_error(&PublishTimeoutError::<Job>::Timeout(Job(1)));
+    is_error(&TryPublishError::<Job>::Full(Job(1)));
     is_error(&SubscribeError::Closed { name: "x".into() });
     let texts = [
         closed.to_string(),
-        PublishError::<Job>::Abandoned { seq: 4, missed: 1 }.to_string(),
+        PublishTimeoutError::<Job>::Timeout(Job(4)).to_string(),
         SubscribeError::Capacity {
             name: "x".into(),
             capacity: 0,
@@ -157,8 +172,8 @@ fn every_error_is_a_std_error_with_an_actionable_message() {
         texts,
         [
             "the bus is closed; the message was not published and is handed back",
-            "message 4 was abandoned by a forced close while waiting for room: 1 subscriber(s) \
-             missed it (counted as dropped)",
+            "the publish timed out waiting for the topic's turn or for room in a `Block` \
+             subscriber's mailbox; the message was not published and is handed back",
             "subscriber `x`: capacity 0 is not allowed; a mailbox holds from 1 to 16777216 messages",
         ]
     );

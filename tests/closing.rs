@@ -21,7 +21,7 @@ fn publish_after_close_hands_the_message_back() {
     let error = bus.publish(A(5)).unwrap_err();
     assert!(error.to_string().contains("closed"));
     assert_eq!(error, PublishError::Closed(A(5)));
-    assert_eq!(error.into_inner(), Some(A(5)));
+    assert_eq!(error.into_inner(), A(5));
 }
 
 #[test]
@@ -31,7 +31,7 @@ fn close_delivers_what_was_queued() {
     let started = Signal::new();
     let seen = Seen::new();
     let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
-    bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| {
+    bus.subscribe::<A>(Options::default(), move |m: &Message<A>| {
         if m.0 == 0 {
             signal.send(0);
             gate.wait();
@@ -57,7 +57,7 @@ fn close_delivers_a_cascade_published_by_handlers_while_draining() {
     let started = Signal::new();
     let (gate, signal, publisher) = (release.clone(), started.clone(), bus.clone());
     // Small mailboxes, so the cascade really waits for room while the bus drains.
-    bus.subscribe::<A, _>(Options::default().capacity(1), move |m: &Message<A>| {
+    bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
         if m.0 == 1 {
             signal.send(1);
             gate.wait();
@@ -67,7 +67,7 @@ fn close_delivers_a_cascade_published_by_handlers_while_draining() {
     });
     let seen = Seen::new();
     let record = seen.clone();
-    bus.subscribe::<B, _>(Options::default().capacity(1), move |m: &Message<B>| {
+    bus.subscribe::<B>(Options::default().capacity(1), move |m: &Message<B>| {
         record.push(m.0)
     });
     bus.publish(A(1)).unwrap();
@@ -94,7 +94,7 @@ fn unsubscribe_delivers_what_was_queued_and_nothing_after() {
     let started = Signal::new();
     let seen = Seen::new();
     let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
-    let subscription = bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| {
+    let subscription = bus.subscribe::<A>(Options::default(), move |m: &Message<A>| {
         if m.0 == 0 {
             signal.send(0);
             gate.wait();
@@ -103,7 +103,7 @@ fn unsubscribe_delivers_what_was_queued_and_nothing_after() {
     });
     let everything = Seen::new();
     let all = everything.clone();
-    bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| all.push(m.0));
+    bus.subscribe::<A>(Options::default(), move |m: &Message<A>| all.push(m.0));
     for i in 0..5 {
         bus.publish(A(i)).unwrap();
     }
@@ -130,7 +130,7 @@ fn dropping_the_last_handle_closes_the_bus() {
     {
         let bus = Bus::builder().build();
         let record = seen.clone();
-        bus.subscribe::<A, _>(Options::default(), move |m: &Message<A>| record.push(m.0));
+        bus.subscribe::<A>(Options::default(), move |m: &Message<A>| record.push(m.0));
         let clone = bus.clone();
         for i in 0..20 {
             clone.publish(A(i)).unwrap();
@@ -148,7 +148,7 @@ fn close_from_inside_a_handler_starts_the_close_and_returns() {
     let (tx, rx) = crossbeam_channel::bounded::<Bus>(1);
     let closed = Signal::new();
     let signal = closed.clone();
-    outer.subscribe::<A, _>(Options::default(), move |_: &Message<A>| {
+    outer.subscribe::<A>(Options::default(), move |_: &Message<A>| {
         let bus = rx.recv().unwrap();
         bus.close();
         signal.send(u64::from(bus.is_closed()));
@@ -166,13 +166,13 @@ fn close_timeout_returns_on_time_and_reports_a_hung_handler() {
     let release = Latch::new();
     let started = Signal::new();
     let (gate, signal) = (release.clone(), started.clone());
-    bus.subscribe::<A, _>(Options::default().name("hung"), move |m: &Message<A>| {
+    bus.subscribe::<A>(Options::default().name("hung"), move |m: &Message<A>| {
         signal.send(m.0);
         gate.wait();
     });
     let other = Seen::new();
     let record = other.clone();
-    bus.subscribe::<A, _>(Options::default().name("fine"), move |m: &Message<A>| {
+    bus.subscribe::<A>(Options::default().name("fine"), move |m: &Message<A>| {
         record.push(m.0)
     });
     for i in 0..4 {
@@ -185,7 +185,7 @@ fn close_timeout_returns_on_time_and_reports_a_hung_handler() {
         .unfinished()
         .map(|u| (u.name.as_str(), u.queued, u.in_handler))
         .collect();
-    assert_eq!(unfinished, [("hung", 4, true)]);
+    assert_eq!(unfinished, [("hung", 3, 1)]);
     assert_eq!(other.get(), [0, 1, 2, 3]);
     assert!(bus.publish(A(9)).is_err());
     release.open();
@@ -194,7 +194,7 @@ fn close_timeout_returns_on_time_and_reports_a_hung_handler() {
 #[test]
 fn close_timeout_that_completes_says_so() {
     let bus = Bus::builder().build();
-    bus.subscribe::<A, _>(Options::default(), |_: &Message<A>| {});
+    bus.subscribe::<A>(Options::default(), |_: &Message<A>| {});
     bus.publish(A(1)).unwrap();
     let report = bus.close_timeout(Duration::from_secs(20));
     assert!(report.completed);
@@ -206,7 +206,7 @@ fn subscribing_to_a_closed_bus_is_an_error() {
     let bus = Bus::builder().build();
     bus.close();
     let error = bus
-        .try_subscribe::<A, _>(Options::default().name("late"), |_: &Message<A>| {})
+        .try_subscribe::<A>(Options::default().name("late"), |_: &Message<A>| {})
         .unwrap_err();
     assert!(matches!(error, SubscribeError::Closed { .. }));
     assert_eq!(

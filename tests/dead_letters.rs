@@ -9,7 +9,7 @@ struct Charge {
 }
 
 fn failing(bus: &Bus) {
-    bus.subscribe::<Charge, _>(Options::default().name("billing"), |m: &Message<Charge>| {
+    bus.subscribe::<Charge>(Options::default().name("billing"), |m: &Message<Charge>| {
         Err::<(), _>(format!("account {} is frozen", m.account))
     });
 }
@@ -56,7 +56,7 @@ fn dead_letters_can_be_taken_and_republished() {
 
     let fixed = Bus::builder().build();
     let (tx, rx) = crossbeam_channel::unbounded();
-    fixed.subscribe::<Charge, _>(Options::default(), move |m: &Message<Charge>| {
+    fixed.subscribe::<Charge>(Options::default(), move |m: &Message<Charge>| {
         tx.send((**m).clone()).unwrap()
     });
     let charge = letter.payload::<Charge>().unwrap().clone();

@@ -11,7 +11,7 @@ use support::{Latch, Signal};
 struct Charge(u64);
 
 fn failing(bus: &Bus) {
-    bus.subscribe::<Charge, _>(Options::default().name("billing"), |m: &Message<Charge>| {
+    bus.subscribe::<Charge>(Options::default().name("billing"), |m: &Message<Charge>| {
         if m.0 == 3 {
             panic!("hook test panic on 3");
         }
@@ -59,7 +59,7 @@ fn a_slow_hook_never_delays_the_workers() {
         .build();
     let delivered = Signal::new();
     let record = delivered.clone();
-    bus.subscribe::<Charge, _>(Options::default(), move |m: &Message<Charge>| {
+    bus.subscribe::<Charge>(Options::default(), move |m: &Message<Charge>| {
         if m.0 == 0 {
             return Err("first one fails");
         }
@@ -85,7 +85,7 @@ fn a_hook_that_falls_far_behind_skips_letters_and_says_so() {
         .dead_letter_capacity(5_000)
         .on_dead_letter(move |_: &DeadLetter| gate.wait())
         .build();
-    bus.subscribe::<Charge, _>(Options::default().capacity(4096), |_: &Message<Charge>| {
+    bus.subscribe::<Charge>(Options::default().capacity(4096), |_: &Message<Charge>| {
         Err::<(), _>("no")
     });
     for i in 0..3_000 {

@@ -4,7 +4,9 @@ mod support;
 
 use std::time::Duration;
 
-use eventbus::{Bus, Message, Options, Overflow, PublishError, SubscriptionStats, Topic};
+use eventbus::{
+    Bus, Message, Options, Overflow, PublishTimeoutError, SubscriptionStats, Topic, TryPublishError,
+};
 use support::{Latch, Seen, Signal};
 
 #[derive(Topic, Debug, Clone, Copy, PartialEq)]
@@ -24,7 +26,7 @@ fn stuck_on_first(overflow: Overflow) -> Stuck {
     let started = Signal::new();
     let seen = Seen::new();
     let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
-    let subscription = bus.subscribe::<Tick, _>(
+    let subscription = bus.subscribe::<Tick>(
         Options::default().capacity(2).overflow(overflow),
         move |m: &Message<Tick>| {
             if m.0 == 1 {
@@ -89,7 +91,8 @@ fn block_makes_the_publisher_wait_for_room() {
         // Not a synchronisation: a correct bus never finishes this publish before the
         // release, so any wait at all can only catch a bug.
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(stuck.subscription.stats().queued, 3);
+        let stats = stuck.subscription.stats();
+        assert_eq!((stats.queued, stats.in_handler), (2, 1));
         assert!(done.rx_is_empty(), "the publish did not wait for room");
         stuck.release.open();
         assert_eq!(done.next(), 3);
@@ -100,14 +103,14 @@ fn block_makes_the_publisher_wait_for_room() {
 }
 
 #[test]
-fn publish_timeout_gives_up_on_full_block_mailboxes_and_counts_the_drop() {
+fn publish_timeout_hands_the_message_back_when_a_block_mailbox_stays_full() {
     let stuck = stuck_on_first(Overflow::Block);
     // A second subscriber with room gets every message.
     let other = Seen::new();
     let record = other.clone();
     stuck
         .bus
-        .subscribe::<Tick, _>(Options::default(), move |m: &Message<Tick>| {
+        .subscribe::<Tick>(Options::default(), move |m: &Message<Tick>| {
             record.push(m.0)
         });
     stuck.bus.publish(Tick(2)).unwrap();
@@ -116,21 +119,31 @@ fn publish_timeout_gives_up_on_full_block_mailboxes_and_counts_the_drop() {
         .bus
         .publish_timeout(Tick(4), Duration::from_millis(20))
         .unwrap_err();
-    assert_eq!(error, PublishError::Timeout { seq: 3, missed: 1 });
-    assert!(error.to_string().contains("1 subscriber(s) missed it"));
+    // All or nothing: the subscriber with room did not get it either, and it took no seq.
+    assert_eq!(error, PublishTimeoutError::Timeout(Tick(4)));
+    assert!(error.to_string().contains("timed out"));
+    assert_eq!(
+        stuck.bus.publish_timeout(Tick(5), Duration::ZERO),
+        Err(PublishTimeoutError::Timeout(Tick(5)))
+    );
+    assert_eq!(
+        stuck.bus.try_publish(Tick(6)),
+        Err(TryPublishError::Full(Tick(6)))
+    );
     let bus = stuck.bus.clone();
     let (seen, stats) = finish(stuck);
     assert_eq!(seen, [1, 2, 3]);
-    assert_eq!((stats.received, stats.delivered, stats.dropped), (4, 3, 1));
-    assert_eq!(bus.stats().subscriptions[1].delivered, 3);
-    assert_eq!(other.get(), [2, 3, 4]);
+    assert_eq!((stats.received, stats.delivered, stats.dropped), (3, 3, 0));
+    assert_eq!(bus.stats().subscriptions[1].delivered, 2);
+    assert_eq!(bus.stats().topics[0].published, 3);
+    assert_eq!(other.get(), [2, 3]);
 }
 
 #[test]
 fn a_zero_capacity_is_refused_with_a_clear_error() {
     let bus = Bus::builder().build();
     let error = bus
-        .try_subscribe::<Tick, _>(
+        .try_subscribe::<Tick>(
             Options::default().capacity(0).name("x"),
             |_: &Message<Tick>| {},
         )
@@ -140,8 +153,8 @@ fn a_zero_capacity_is_refused_with_a_clear_error() {
         "subscriber `x`: capacity 0 is not allowed; a mailbox holds from 1 to 16777216 messages"
     );
     let error = bus
-        .try_subscribe::<Tick, _>(
-            Options::default().capacity(eventbus::MAX_CAPACITY + 1),
+        .try_subscribe::<Tick>(
+            Options::default().capacity(Options::MAX_CAPACITY + 1),
             |_: &Message<Tick>| {},
         )
         .unwrap_err();

@@ -22,7 +22,7 @@ fn a_message_that_always_fails_becomes_a_dead_letter_and_the_next_is_delivered()
     let seen = Seen::new();
     let record = seen.clone();
     let subscription =
-        bus.subscribe::<Job, _>(quick().retries(2).name("picky"), move |m: &Message<Job>| {
+        bus.subscribe::<Job>(quick().retries(2).name("picky"), move |m: &Message<Job>| {
             record.push(m.0);
             if m.0 == 1 {
                 Err(format!("job {} is cursed", m.0))
@@ -64,7 +64,7 @@ fn a_message_that_fails_once_is_retried_and_delivered() {
     let attempts = Arc::new(AtomicU32::new(0));
     let seen = Seen::new();
     let (count, record) = (attempts.clone(), seen.clone());
-    let subscription = bus.subscribe::<Job, _>(quick().retries(3), move |m: &Message<Job>| {
+    let subscription = bus.subscribe::<Job>(quick().retries(3), move |m: &Message<Job>| {
         if m.0 == 1 && count.fetch_add(1, Ordering::SeqCst) == 0 {
             return Err("flaky");
         }
@@ -86,7 +86,7 @@ fn a_panicking_handler_is_a_failed_attempt_and_the_worker_lives_on() {
     let bus = Bus::builder().build();
     let seen = Seen::new();
     let record = seen.clone();
-    let subscription = bus.subscribe::<Job, _>(quick().retries(1), move |m: &Message<Job>| {
+    let subscription = bus.subscribe::<Job>(quick().retries(1), move |m: &Message<Job>| {
         if m.0 % 2 == 0 {
             panic!("cannot handle even job {}", m.0);
         }

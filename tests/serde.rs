@@ -9,7 +9,7 @@ struct Charge;
 #[test]
 fn stats_and_dead_letters_serialize() {
     let bus = Bus::builder().build();
-    bus.subscribe::<Charge, _>(Options::default().name("billing"), |_: &Message<Charge>| {
+    bus.subscribe::<Charge>(Options::default().name("billing"), |_: &Message<Charge>| {
         Err::<(), _>("declined")
     });
     bus.publish(Charge).unwrap();

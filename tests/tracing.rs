@@ -35,7 +35,7 @@ fn attempts_drops_dead_letters_and_the_close_are_traced() {
     let bus = Bus::builder().build();
     let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
     let (started_tx, started_rx) = crossbeam_channel::bounded::<()>(1);
-    bus.subscribe::<Tick, _>(
+    bus.subscribe::<Tick>(
         Options::default()
             .name("ticker")
             .capacity(1)

@@ -21,7 +21,7 @@ fn published(bus: &Bus) -> u64 {
 fn stuck(bus: &Bus, gate: &Latch, seen: &Seen<u64>) -> Subscription {
     let started = Signal::new();
     let (gate, signal, record) = (gate.clone(), started.clone(), seen.clone());
-    let subscription = bus.subscribe::<A, _>(
+    let subscription = bus.subscribe::<A>(
         Options::default().capacity(1).name("stuck"),
         move |m: &Message<A>| {
             if m.0 == 0 {
@@ -45,10 +45,9 @@ fn unsubscribe_does_not_wait_for_a_publisher_blocked_on_another_mailbox() {
     let _stuck = stuck(&bus, &gate, &stuck_seen);
     let leaving_seen = Seen::new();
     let record = leaving_seen.clone();
-    let leaving = bus
-        .subscribe::<A, _>(Options::default().name("leaving"), move |m: &Message<A>| {
-            record.push(m.0)
-        });
+    let leaving = bus.subscribe::<A>(Options::default().name("leaving"), move |m: &Message<A>| {
+        record.push(m.0)
+    });
     // The first two messages went to `stuck` before `leaving` subscribed; these go to both.
     std::thread::scope(|scope| {
         let publisher = scope.spawn(|| bus.publish(A(2)));
@@ -78,16 +77,15 @@ fn a_subscriber_leaving_from_its_own_handler_gets_what_a_blocked_publisher_bring
     let own: Arc<Mutex<Option<Subscription>>> = Arc::default();
     let started = Signal::new();
     let (handle, signal, record, wait) = (own.clone(), started.clone(), seen.clone(), gate.clone());
-    let subscription =
-        bus.subscribe::<A, _>(Options::default().capacity(1), move |m: &Message<A>| {
-            if m.0 == 0 {
-                signal.send(0);
-                wait.wait();
-                // Cannot wait for itself: returns at once, the worker finishes the mailbox.
-                handle.lock().unwrap().take().unwrap().unsubscribe();
-            }
-            record.push(m.0);
-        });
+    let subscription = bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
+        if m.0 == 0 {
+            signal.send(0);
+            wait.wait();
+            // Cannot wait for itself: returns at once, the worker finishes the mailbox.
+            handle.lock().unwrap().take().unwrap().unsubscribe();
+        }
+        record.push(m.0);
+    });
     *own.lock().unwrap() = Some(subscription);
     bus.publish(A(0)).unwrap();
     assert_eq!(started.next(), 0);

@@ -118,7 +118,7 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
         for _ in 0..n {
             let done = done.clone();
             let mut got = 0;
-            bus.subscribe::<Msg<T, N>, _>(
+            bus.subscribe::<Msg<T, N>>(
                 Options::default().capacity(CAP),
                 move |m: &Message<Msg<T, N>>| {
                     std::hint::black_box(&m.bytes);
@@ -552,7 +552,7 @@ fn full_mailboxes(subscribers: usize, rounds: u64, messages: u64) {
             let options = Options::default()
                 .capacity(1)
                 .overflow(Overflow::DropNewest);
-            bus.subscribe::<Msg<0, 8>, _>(options, move |_: &Message<Msg<0, 8>>| {
+            bus.subscribe::<Msg<0, 8>>(options, move |_: &Message<Msg<0, 8>>| {
                 // The worker holds its first message until the round is over.
                 if std::mem::take(&mut first) {
                     let _ = gate.recv();
@@ -613,7 +613,7 @@ fn latency(messages: u64, rate_per_sec: u64) {
             Eventbus => {
                 let bus = Bus::builder().build();
                 let mut got = 0;
-                bus.subscribe::<Stamp, _>(
+                bus.subscribe::<Stamp>(
                     Options::default().capacity(CAP),
                     move |m: &Message<Stamp>| {
                         let _ = record.lock().record(m.0.elapsed().as_nanos() as u64);
@@ -688,7 +688,7 @@ fn memory(messages: u64) {
     let bus = Bus::builder().build();
     let (release_tx, release_rx) = bounded::<()>(0);
     let (started_tx, started_rx) = bounded::<()>(1);
-    bus.subscribe::<Msg<9, SIZE>, _>(
+    bus.subscribe::<Msg<9, SIZE>>(
         Options::default()
             .capacity(CAP)
             .overflow(Overflow::DropOldest),
@@ -724,7 +724,7 @@ fn scale(subscribers: usize, messages: u64) {
     let start = Instant::now();
     for _ in 0..subscribers {
         let delivered = delivered.clone();
-        bus.subscribe::<Msg<8, 8>, _>(
+        bus.subscribe::<Msg<8, 8>>(
             Options::default().capacity(64),
             move |_: &Message<Msg<8, 8>>| {
                 delivered.fetch_add(1, Ordering::Relaxed);

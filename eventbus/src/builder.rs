@@ -132,7 +132,7 @@ impl BusBuilder {
     /// let bus = Bus::builder()
     ///     .on_dead_letter(move |letter: &DeadLetter| tx.send(letter.to_string()).unwrap())
     ///     .build();
-    /// bus.subscribe::<Charge, _>(Options::default().name("billing"), |_: &Message<Charge>| {
+    /// bus.subscribe::<Charge>(Options::default().name("billing"), |_: &Message<Charge>| {
     ///     Err::<(), _>("declined")
     /// });
     /// bus.publish(Charge(5)).unwrap();

@@ -1,5 +1,5 @@
 //! Dead letters: messages a subscriber gave up on, kept with their last error, in a bounded
-//! store that counts what it had to discard.
+//! store that counts what it had to discard; and the `on_dead_letter` hook's thread.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -7,11 +7,12 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::time::Instant;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
+use crate::handler::{drop_quietly, Failure};
 use crate::shared::Shared;
 use crate::{observe, Message};
 
@@ -29,7 +30,7 @@ pub const DEFAULT_DEAD_LETTER_CAPACITY: usize = 10_000;
 /// struct Charge(u32);
 ///
 /// let bus = Bus::builder().build();
-/// bus.subscribe::<Charge, _>(Options::default().name("billing"), |_: &Message<Charge>| {
+/// bus.subscribe::<Charge>(Options::default().name("billing"), |_: &Message<Charge>| {
 ///     Err::<(), _>("card declined")
 /// });
 /// bus.publish(Charge(30)).unwrap();
@@ -45,7 +46,7 @@ pub struct DeadLetter {
     topic: &'static str,
     seq: u64,
     subscriber: Arc<str>,
-    error: String,
+    error: Failure,
     attempts: u32,
     /// The subscriber's reference to the shared `Message<T>`, kept whole so
     /// [`DeadLetter::payload`] can hand it back.
@@ -56,7 +57,7 @@ impl DeadLetter {
     pub(crate) fn new<T: Send + Sync + 'static>(
         message: Shared<Message<T>>,
         subscriber: Arc<str>,
-        error: String,
+        error: Failure,
         attempts: u32,
     ) -> Self {
         DeadLetter {
@@ -85,8 +86,12 @@ impl DeadLetter {
     }
 
     /// The last attempt's error text, or the panic's message.
+    ///
+    /// The error itself, when the handler returned a `std::error::Error` (see
+    /// [`HandlerResult`](crate::HandlerResult)), is this letter's
+    /// [`source()`](std::error::Error::source), with its own chain behind it.
     pub fn error(&self) -> &str {
-        &self.error
+        self.error.message()
     }
 
     /// How many attempts were made.
@@ -123,8 +128,23 @@ impl fmt::Display for DeadLetter {
         write!(
             f,
             "{} #{} at {} after {} attempt(s): {}",
-            self.topic, self.seq, self.subscriber, self.attempts, self.error
+            self.topic,
+            self.seq,
+            self.subscriber,
+            self.attempts,
+            self.error.message()
         )
+    }
+}
+
+/// A dead letter is the error of a message given up on; its source is the handler's error,
+/// when the handler returned a `std::error::Error`.
+impl std::error::Error for DeadLetter {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self.error.as_error() {
+            Some(error) => Some(error),
+            None => None,
+        }
     }
 }
 
@@ -143,7 +163,7 @@ impl serde::Serialize for DeadLetter {
         letter.serialize_field("topic", self.topic)?;
         letter.serialize_field("seq", &self.seq)?;
         letter.serialize_field("subscriber", &*self.subscriber)?;
-        letter.serialize_field("error", &self.error)?;
+        letter.serialize_field("error", self.error.message())?;
         letter.serialize_field("attempts", &self.attempts)?;
         letter.end()
     }
@@ -158,7 +178,8 @@ pub(crate) struct DeadLetterStore {
     letters: Mutex<Letters>,
     /// To the hook's thread; taken (closing the channel) when the bus has closed.
     hook: Mutex<Option<Sender<DeadLetter>>>,
-    hook_thread: Mutex<Option<JoinHandle<()>>>,
+    /// Disconnected when the hook's thread has finished: it holds the only sender.
+    hook_done: Option<Receiver<()>>,
     hook_skipped: AtomicU64,
 }
 
@@ -181,47 +202,69 @@ impl DeadLetterStore {
     ///
     /// If the hook's thread cannot be started.
     pub(crate) fn new(capacity: usize, hook: Option<Hook>) -> std::io::Result<Self> {
-        let (sender, thread) = match hook {
+        let (sender, hook_done) = match hook {
             None => (None, None),
             Some(mut hook) => {
                 let (tx, rx) = crossbeam_channel::bounded::<DeadLetter>(HOOK_BACKLOG);
-                let thread = std::thread::Builder::new()
+                let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+                std::thread::Builder::new()
                     .name("eventbus-dead-letters".into())
                     .spawn(move || {
                         for letter in rx {
-                            // A panicking hook must not stop the next letter being shown.
+                            // A panicking hook must not stop the next letter being shown, and
+                            // a letter whose message panics when dropped must not stop it
+                            // either.
                             let _ = catch_unwind(AssertUnwindSafe(|| hook(&letter)));
+                            drop_quietly(letter);
                         }
+                        drop_quietly(hook);
+                        drop(done_tx);
                     })?;
-                (Some(tx), Some(thread))
+                (Some(tx), Some(done_rx))
             }
         };
         Ok(DeadLetterStore {
             capacity,
             letters: Mutex::new(Letters::default()),
             hook: Mutex::new(sender),
-            hook_thread: Mutex::new(thread),
+            hook_done,
             hook_skipped: AtomicU64::new(0),
         })
     }
 
     pub(crate) fn push(&self, letter: DeadLetter) {
-        observe::dead_letter(&letter);
+        let error = letter.error.message();
+        observe::dead_letter(
+            letter.topic,
+            letter.seq,
+            &letter.subscriber,
+            letter.attempts,
+            error,
+        );
         if let Some(hook) = &*self.hook.lock() {
             if hook.try_send(letter.clone()).is_err() {
                 self.hook_skipped.fetch_add(1, Relaxed);
             }
         }
-        let mut letters = self.letters.lock();
-        if self.capacity == 0 {
-            letters.discarded += 1;
-            return;
-        }
-        if letters.kept.len() == self.capacity {
-            letters.kept.pop_front();
-            letters.discarded += 1;
-        }
-        letters.kept.push_back(letter);
+        // The discarded letter is dropped after the lock is let go of: its message's `Drop`
+        // is user code.
+        let discarded = {
+            let mut letters = self.letters.lock();
+            if self.capacity == 0 {
+                letters.discarded += 1;
+                Some(letter)
+            } else {
+                let oldest = if letters.kept.len() == self.capacity {
+                    letters.discarded += 1;
+                    letters.kept.pop_front()
+                } else {
+                    None
+                };
+                letters.kept.push_back(letter);
+                oldest
+            }
+        };
+        drop(discarded);
     }
 
     pub(crate) fn snapshot(&self) -> Vec<DeadLetter> {
@@ -244,14 +287,17 @@ impl DeadLetterStore {
         self.hook_skipped.load(Relaxed)
     }
 
-    /// No more dead letters will come: lets the hook finish what it was handed, and waits
-    /// for it if `wait`.
-    pub(crate) fn close_hook(&self, wait: bool) {
+    /// No more dead letters will come: lets the hook finish what it was handed, waiting for
+    /// it until `deadline` (not at all with `Some(now)`); whether it has finished.
+    pub(crate) fn close_hook(&self, deadline: Option<Instant>) -> bool {
         self.hook.lock().take();
-        if wait {
-            if let Some(thread) = self.hook_thread.lock().take() {
-                let _ = thread.join();
-            }
-        }
+        let Some(done) = &self.hook_done else {
+            return true;
+        };
+        let ended = match deadline {
+            None => done.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(deadline) => done.recv_deadline(deadline),
+        };
+        matches!(ended, Err(RecvTimeoutError::Disconnected))
     }
 }

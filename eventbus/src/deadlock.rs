@@ -1,57 +1,96 @@
 //! Finding waits that could never end, so that a handler's publish is refused
-//! ([`PublishError::WouldDeadlock`](crate::PublishError::WouldDeadlock)) instead of freezing
-//! the bus.
+//! ([`PublishError::WouldDeadlock`](crate::PublishError::WouldDeadlock)) and a handler's
+//! unsubscribe of another subscription stops waiting, instead of freezing the bus.
 //!
 //! # The wait graph
 //!
-//! A handler's worker can wait in two ways while it publishes: for a topic's order lock (held
-//! by another publisher, which may itself be waiting for room), and for room in full `Block`
-//! mailboxes, which only their own workers can make. Each wait is recorded before it starts
-//! and cleared when it ends: a handler's subscription records the full mailboxes it is about
-//! to publish into and the topic whose lock it waits for (`SubscriptionCore::waits`); a topic
-//! records the mailbox its order lock's holder is blocked on (`TopicWaits`, recorded by every
-//! publisher, handler or not, only while it is blocked). A wait can never end when,
-//! following these records, it leads back to the waiting subscription: its own full mailbox,
-//! a cycle A → B → A, or a cycle through a publisher that holds a topic's lock.
+//! Each subscription is a node ([`WaitNode`]). A worker can wait in three ways on behalf of
+//! its handler: for a topic's order lock (held by another publisher, which may itself be
+//! waiting for room), for room in full `Block` mailboxes (which only their own workers can
+//! make), and, in `unsubscribe`, for another subscription's worker to finish. Each wait is
+//! recorded on the waiting node before it starts and cleared when it ends; a topic records the
+//! node whose mailbox its order lock's holder is blocked on ([`TopicWaits`], recorded by every
+//! publisher, handler or not, only while it is blocked). A wait can never end when, following
+//! these records, it leads back to the waiting node: its own full mailbox, a cycle A → B → A,
+//! a cycle through a publisher that holds a topic's lock, or an unsubscribe of a subscription
+//! whose worker waits for the unsubscriber.
 //!
 //! # Who finds a cycle, and when
 //!
-//! A handler about to publish into full `Block` mailboxes records them, then follows the
-//! records from there (each under its own lock, one at a time). Of two handlers closing a
-//! cycle at once, the one whose walk takes the other's lock second sees the other's record,
-//! so at least one finds it before it has numbered or handed out anything. A handler waiting
-//! for an order lock follows the records again every `RECHECK`, so a cycle that forms through
-//! a lock holder (say a publisher outside the bus, blocked on a mailbox) is found within one
-//! interval, again before anything is handed out. Only handlers are refused: a cycle always
-//! passes through one (a thread outside the bus holds no mailbox).
+//! A handler about to wait records what it will wait on, then follows the records from there
+//! (each under its own lock, one at a time, never nested). Of two handlers closing a cycle at
+//! once, the one whose walk takes the other's lock second sees the other's record, so at
+//! least one finds it before it has numbered or handed out anything. A handler waiting for an
+//! order lock or for a worker to finish follows the records again every [`RECHECK`], so a
+//! cycle that forms through a lock holder (say a publisher outside the bus, blocked on a
+//! mailbox) is found within one interval. Only handlers are refused: a cycle always passes
+//! through one (a thread outside the bus holds no mailbox).
+//!
+//! This module is a leaf: it knows nodes by id, not subscriptions.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::mailbox::Outbox;
-use crate::subscription::SubscriptionCore;
-
-/// How often a handler waiting for a topic's order lock looks for a cycle again.
-const RECHECK: Duration = Duration::from_millis(5);
+/// How often a handler waiting for an order lock or a worker looks for a cycle again.
+pub(crate) const RECHECK: Duration = Duration::from_millis(5);
 
 /// Waiting would never end.
 #[derive(Debug)]
 pub(crate) struct WouldDeadlock;
 
-/// What one subscription's worker waits on, while it publishes.
+/// One subscription in the wait graph.
+#[derive(Debug)]
+pub(crate) struct WaitNode {
+    pub(crate) id: u64,
+    /// What this subscription's worker waits on, while its handler publishes or unsubscribes:
+    /// set and cleared by that worker, read by others walking the graph.
+    waits: Mutex<Waits>,
+}
+
 #[derive(Debug, Default)]
-pub(crate) struct Waits {
-    mailboxes: Vec<Arc<SubscriptionCore>>,
+struct Waits {
+    /// Nodes whose worker must move first: full mailboxes, or a worker to finish.
+    on: Vec<Arc<WaitNode>>,
+    /// A topic whose order lock this worker waits for.
     topic: Option<Arc<TopicWaits>>,
 }
 
 /// What the holder of one topic's order lock waits on.
 #[derive(Debug, Default)]
 pub(crate) struct TopicWaits {
-    holder: Mutex<Vec<Arc<SubscriptionCore>>>,
+    holder: Mutex<Vec<Arc<WaitNode>>>,
+}
+
+impl WaitNode {
+    pub(crate) fn new(id: u64) -> Arc<Self> {
+        Arc::new(WaitNode {
+            id,
+            waits: Mutex::new(Waits::default()),
+        })
+    }
+}
+
+/// How long a wait for an order lock may last.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// Until the lock is free.
+    Forever,
+    /// Until the lock is free or the deadline passes.
+    Until(Instant),
+    /// While the lock's holder is not blocked on a mailbox: such a wait has no bound.
+    WhileMoving,
+}
+
+/// Why a wait for an order lock ended without it.
+#[derive(Debug)]
+pub(crate) enum NoLock {
+    /// Waiting would never end.
+    WouldDeadlock,
+    /// The deadline passed, or (with [`Patience::WhileMoving`]) the holder is blocked.
+    GaveUp,
 }
 
 /// Takes a topic's order lock. A handler (`publisher`) that has to wait records so, and is
@@ -59,56 +98,76 @@ pub(crate) struct TopicWaits {
 pub(crate) fn lock_order<'a, S>(
     lock: &'a Mutex<S>,
     topic: &Arc<TopicWaits>,
-    publisher: Option<&Arc<SubscriptionCore>>,
-) -> Result<MutexGuard<'a, S>, WouldDeadlock> {
+    publisher: Option<&Arc<WaitNode>>,
+    patience: Patience,
+) -> Result<MutexGuard<'a, S>, NoLock> {
     if let Some(guard) = lock.try_lock() {
         return Ok(guard);
     }
-    let Some(publisher) = publisher else {
-        return Ok(lock.lock());
-    };
-    publisher.waits.lock().topic = Some(Arc::clone(topic));
-    let _clear = Cleared(|| publisher.waits.lock().topic = None);
+    let _clear = publisher.map(|publisher| {
+        publisher.waits.lock().topic = Some(Arc::clone(topic));
+        Cleared(move || publisher.waits.lock().topic = None)
+    });
     loop {
-        if leads_back(publisher) {
-            return Err(WouldDeadlock);
+        if publisher.is_some_and(|publisher| leads_back(publisher)) {
+            return Err(NoLock::WouldDeadlock);
         }
-        if let Some(guard) = lock.try_lock_for(RECHECK) {
+        let slice = match patience {
+            Patience::Forever if publisher.is_none() => return Ok(lock.lock()),
+            Patience::Forever => Instant::now() + RECHECK,
+            Patience::Until(deadline) => deadline.min(Instant::now() + RECHECK),
+            Patience::WhileMoving => {
+                if topic.holder_blocked() {
+                    return Err(NoLock::GaveUp);
+                }
+                // Short: the holder may block on a mailbox at any moment.
+                Instant::now() + Duration::from_micros(50)
+            }
+        };
+        if let Some(guard) = lock.try_lock_until(slice) {
             return Ok(guard);
+        }
+        if let Patience::Until(deadline) = patience {
+            if Instant::now() >= deadline {
+                return Err(NoLock::GaveUp);
+            }
         }
     }
 }
 
-/// Records the full `Block` mailboxes a handler's publish is about to go into, and refuses
-/// it if waiting there leads back to the handler. The record lasts as long as the guard.
-pub(crate) fn check_room<'a, T>(
-    publisher: &'a SubscriptionCore,
-    subscribers: &[Arc<Outbox<T>>],
-) -> Result<Recorded<'a>, WouldDeadlock> {
-    let full: Vec<Arc<SubscriptionCore>> = subscribers
-        .iter()
-        .filter(|outbox| outbox.would_block())
-        .map(|outbox| Arc::clone(&outbox.core))
-        .collect();
-    if full.is_empty() {
+/// Records that `waiter`'s worker is about to wait on the workers of `on` (full mailboxes,
+/// or one to finish), and refuses if that leads back to it. The record lasts as long as the
+/// guard.
+pub(crate) fn record(
+    waiter: &WaitNode,
+    on: Vec<Arc<WaitNode>>,
+) -> Result<Recorded<'_>, WouldDeadlock> {
+    if on.is_empty() {
         return Ok(Recorded(None));
     }
-    publisher.waits.lock().mailboxes = full;
-    let recorded = Recorded(Some(publisher));
-    if leads_back(publisher) {
+    waiter.waits.lock().on = on;
+    let recorded = Recorded(Some(waiter));
+    if leads_back(waiter) {
         return Err(WouldDeadlock);
     }
     Ok(recorded)
 }
 
-/// Clears what `check_room` recorded.
+/// Clears what [`record`] recorded.
 #[derive(Debug)]
-pub(crate) struct Recorded<'a>(Option<&'a SubscriptionCore>);
+pub(crate) struct Recorded<'a>(Option<&'a WaitNode>);
+
+impl Recorded<'_> {
+    /// Whether the recorded wait now leads back to its waiter (for waits that recheck).
+    pub(crate) fn leads_back(&self) -> bool {
+        self.0.is_some_and(leads_back)
+    }
+}
 
 impl Drop for Recorded<'_> {
     fn drop(&mut self) {
-        if let Some(publisher) = self.0 {
-            publisher.waits.lock().mailboxes.clear();
+        if let Some(waiter) = self.0 {
+            waiter.waits.lock().on.clear();
         }
     }
 }
@@ -119,15 +178,16 @@ impl TopicWaits {
     /// call is seen by the rest of its hand-out (`mailbox.rs` relies on it).
     pub(crate) fn blocked_elsewhere(&self, mailbox: u64) -> bool {
         let holder = self.holder.lock();
-        !holder.is_empty() && holder.iter().all(|core| core.id != mailbox)
+        !holder.is_empty() && holder.iter().all(|node| node.id != mailbox)
+    }
+
+    /// Whether the order lock's holder is blocked on a mailbox.
+    pub(crate) fn holder_blocked(&self) -> bool {
+        !self.holder.lock().is_empty()
     }
 
     /// Records that the order lock's holder waits for room in `mailbox`, until `f` returns.
-    pub(crate) fn waiting_on<R>(
-        &self,
-        mailbox: &Arc<SubscriptionCore>,
-        f: impl FnOnce() -> R,
-    ) -> R {
+    pub(crate) fn waiting_on<R>(&self, mailbox: &Arc<WaitNode>, f: impl FnOnce() -> R) -> R {
         *self.holder.lock() = vec![Arc::clone(mailbox)];
         let _clear = Cleared(|| self.holder.lock().clear());
         f()
@@ -142,29 +202,29 @@ impl<F: FnMut()> Drop for Cleared<F> {
     }
 }
 
-/// Whether following the records from what `publisher` waits on leads back to it.
-fn leads_back(publisher: &SubscriptionCore) -> bool {
-    let mut cores: Vec<Arc<SubscriptionCore>> = Vec::new();
+/// Whether following the records from what `waiter` waits on leads back to it.
+fn leads_back(waiter: &WaitNode) -> bool {
+    let mut nodes: Vec<Arc<WaitNode>> = Vec::new();
     let mut topics: Vec<Arc<TopicWaits>> = Vec::new();
-    let mut seen_cores = HashSet::new();
+    let mut seen_nodes = HashSet::new();
     let mut seen_topics = HashSet::new();
-    let follow = |waits: &Waits, cores: &mut Vec<_>, topics: &mut Vec<_>| {
-        cores.extend(waits.mailboxes.iter().cloned());
+    let follow = |waits: &Waits, nodes: &mut Vec<_>, topics: &mut Vec<_>| {
+        nodes.extend(waits.on.iter().cloned());
         topics.extend(waits.topic.iter().cloned());
     };
-    follow(&publisher.waits.lock(), &mut cores, &mut topics);
+    follow(&waiter.waits.lock(), &mut nodes, &mut topics);
     loop {
-        if let Some(core) = cores.pop() {
-            if core.id == publisher.id {
+        if let Some(node) = nodes.pop() {
+            if node.id == waiter.id {
                 return true;
             }
-            if seen_cores.insert(core.id) {
-                let waits = core.waits.lock();
-                follow(&waits, &mut cores, &mut topics);
+            if seen_nodes.insert(node.id) {
+                let waits = node.waits.lock();
+                follow(&waits, &mut nodes, &mut topics);
             }
         } else if let Some(topic) = topics.pop() {
             if seen_topics.insert(Arc::as_ptr(&topic) as usize) {
-                cores.extend(topic.holder.lock().iter().cloned());
+                nodes.extend(topic.holder.lock().iter().cloned());
             }
         } else {
             return false;

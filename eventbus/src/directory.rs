@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 
+use crate::lifecycle::Topics;
 use crate::topic::AnyTopic;
 
 /// Slots in the table; a power of two. 128 slots of 40 bytes: 5 KiB per bus.
@@ -30,7 +31,7 @@ type Slot = OnceLock<(TypeId, Arc<dyn AnyTopic>)>;
 type TopicMap = HashMap<TypeId, Arc<dyn AnyTopic>, BuildHasherDefault<TypeIdHasher>>;
 
 pub(crate) struct Directory {
-    slots: Box<[Slot]>,
+    slots: [Slot; SLOTS],
     /// Topics that found no free slot in their probe run; copy-on-write.
     overflow: ArcSwap<TopicMap>,
 }
@@ -38,7 +39,7 @@ pub(crate) struct Directory {
 impl Directory {
     pub(crate) fn new() -> Self {
         Directory {
-            slots: (0..SLOTS).map(|_| Slot::new()).collect(),
+            slots: std::array::from_fn(|_| Slot::new()),
             overflow: ArcSwap::from_pointee(TopicMap::default()),
         }
     }
@@ -100,6 +101,24 @@ impl Directory {
         let mut all: Vec<_> = table.map(|(_, topic)| Arc::clone(topic)).collect();
         all.extend(self.overflow.load().values().cloned());
         all
+    }
+}
+
+impl Topics for Directory {
+    fn quiet(&self, seen: &mut Vec<u64>) -> bool {
+        for topic in self.all() {
+            match topic.quiet_published() {
+                Some(published) => seen.push(published),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn clear(&self) {
+        for topic in self.all() {
+            topic.clear();
+        }
     }
 }
 

@@ -3,99 +3,134 @@
 
 use std::fmt;
 
-/// Why a publish did not fully succeed.
-///
-/// Where the bus did not accept the message, the error hands it back
-/// ([`into_inner`](PublishError::into_inner)), so nothing is lost silently.
+/// Why [`Bus::publish`](crate::Bus::publish) did not publish a message. The message was not
+/// numbered nor handed to any subscriber, and comes back ([`into_inner`](Self::into_inner)),
+/// so nothing is lost silently.
 #[derive(PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PublishError<T> {
-    /// The bus is closed (or closing, for publishers outside its handlers); the message was
-    /// not accepted and is handed back.
+    /// The bus is closed (or closing, for publishers outside its handlers).
     Closed(T),
     /// A handler published into a full `Block` mailbox whose worker waits, directly or
     /// through other handlers, for the publishing handler itself: waiting could never end.
-    /// The message was not published and is handed back.
     WouldDeadlock(T),
-    /// [`Bus::publish_timeout`](crate::Bus::publish_timeout): the message was numbered and
-    /// delivered to the mailboxes that had room, but `missed` `Block` subscribers still had
-    /// none at the deadline; each of them counted it as dropped.
-    Timeout {
-        /// The message's place in its topic's order.
-        seq: u64,
-        /// How many subscribers did not get it.
-        missed: usize,
-    },
-    /// The bus was force-stopped ([`Bus::close_timeout`](crate::Bus::close_timeout) ran out)
-    /// while this publish waited for room; the `missed` subscribers counted it as dropped.
-    Abandoned {
-        /// The message's place in its topic's order.
-        seq: u64,
-        /// How many subscribers did not get it.
-        missed: usize,
-    },
 }
 
-impl<T> PublishError<T> {
-    /// The message, if the bus did not accept it.
-    pub fn into_inner(self) -> Option<T> {
-        match self {
-            PublishError::Closed(message) | PublishError::WouldDeadlock(message) => Some(message),
-            PublishError::Timeout { .. } | PublishError::Abandoned { .. } => None,
-        }
-    }
+/// Why [`Bus::try_publish`](crate::Bus::try_publish) did not publish a message. The message
+/// was not numbered nor handed to any subscriber, and comes back.
+#[derive(PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TryPublishError<T> {
+    /// A `Block` subscriber's mailbox was full, or the topic's turn was held by a publisher
+    /// waiting for room: publishing would have waited.
+    Full(T),
+    /// The bus is closed (or closing, for publishers outside its handlers).
+    Closed(T),
 }
 
-impl<T> fmt::Debug for PublishError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PublishError::Closed(_) => f.write_str("Closed(..)"),
-            PublishError::WouldDeadlock(_) => f.write_str("WouldDeadlock(..)"),
-            PublishError::Timeout { seq, missed } => f
-                .debug_struct("Timeout")
-                .field("seq", seq)
-                .field("missed", missed)
-                .finish(),
-            PublishError::Abandoned { seq, missed } => f
-                .debug_struct("Abandoned")
-                .field("seq", seq)
-                .field("missed", missed)
-                .finish(),
-        }
-    }
+/// Why [`Bus::publish_timeout`](crate::Bus::publish_timeout) did not publish a message. The
+/// message was not numbered nor handed to any subscriber, and comes back.
+#[derive(PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PublishTimeoutError<T> {
+    /// The deadline passed before the topic's turn came, or before every `Block`
+    /// subscriber's mailbox had room.
+    Timeout(T),
+    /// The bus is closed (or closing, for publishers outside its handlers), or a forced close
+    /// came while the publish waited.
+    Closed(T),
+    /// As [`PublishError::WouldDeadlock`].
+    WouldDeadlock(T),
 }
+
+/// `into_inner`, `Debug` (without the message) and `Error` for a publish error.
+macro_rules! publish_error {
+    ($error:ident { $($variant:ident),* }) => {
+        impl<T> $error<T> {
+            /// The message, handed back.
+            pub fn into_inner(self) -> T {
+                match self {
+                    $($error::$variant(message))|* => message,
+                }
+            }
+        }
+
+        impl<T> fmt::Debug for $error<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $($error::$variant(_) => f.write_str(concat!(stringify!($variant), "(..)")),)*
+                }
+            }
+        }
+
+        impl<T> std::error::Error for $error<T> {}
+    };
+}
+
+publish_error!(PublishError {
+    Closed,
+    WouldDeadlock
+});
+publish_error!(TryPublishError { Full, Closed });
+publish_error!(PublishTimeoutError {
+    Timeout,
+    Closed,
+    WouldDeadlock
+});
+
+const CLOSED: &str = "the bus is closed; the message was not published and is handed back";
+const WOULD_DEADLOCK: &str = "a handler's publish would wait forever: a `Block` subscriber of \
+     this topic has a full mailbox and waits (directly or through other handlers) for this \
+     handler's own subscription; the message was not published and is handed back";
 
 impl<T> fmt::Display for PublishError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PublishError::Closed(_) => {
-                f.write_str("the bus is closed; the message was not published and is handed back")
-            }
-            PublishError::WouldDeadlock(_) => f.write_str(
-                "a handler's publish would wait forever: a `Block` subscriber of this topic has \
-                 a full mailbox and waits (directly or through other handlers) for this \
-                 handler's own subscription; the message was not published and is handed back",
-            ),
-            PublishError::Timeout { seq, missed } => write!(
-                f,
-                "message {seq} timed out waiting for room: {missed} subscriber(s) missed it \
-                 (counted as dropped)"
-            ),
-            PublishError::Abandoned { seq, missed } => write!(
-                f,
-                "message {seq} was abandoned by a forced close while waiting for room: \
-                 {missed} subscriber(s) missed it (counted as dropped)"
-            ),
-        }
+        f.write_str(match self {
+            PublishError::Closed(_) => CLOSED,
+            PublishError::WouldDeadlock(_) => WOULD_DEADLOCK,
+        })
     }
 }
 
-impl<T> std::error::Error for PublishError<T> {}
+impl<T> fmt::Display for TryPublishError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TryPublishError::Full(_) => {
+                "a `Block` subscriber's mailbox is full (or another publisher of the topic waits \
+                 for room); the message was not published and is handed back"
+            }
+            TryPublishError::Closed(_) => CLOSED,
+        })
+    }
+}
+
+impl<T> fmt::Display for PublishTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PublishTimeoutError::Timeout(_) => {
+                "the publish timed out waiting for the topic's turn or for room in a `Block` \
+                 subscriber's mailbox; the message was not published and is handed back"
+            }
+            PublishTimeoutError::Closed(_) => CLOSED,
+            PublishTimeoutError::WouldDeadlock(_) => WOULD_DEADLOCK,
+        })
+    }
+}
+
+impl<T> From<PublishError<T>> for PublishTimeoutError<T> {
+    fn from(error: PublishError<T>) -> Self {
+        match error {
+            PublishError::Closed(message) => PublishTimeoutError::Closed(message),
+            PublishError::WouldDeadlock(message) => PublishTimeoutError::WouldDeadlock(message),
+        }
+    }
+}
 
 /// Why a subscription could not be started.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SubscribeError {
-    /// The capacity was 0 or above [`MAX_CAPACITY`](crate::MAX_CAPACITY).
+    /// The capacity was 0 or above [`Options::MAX_CAPACITY`](crate::Options::MAX_CAPACITY).
     Capacity {
         /// The subscriber's name.
         name: String,
@@ -137,7 +172,7 @@ impl fmt::Display for SubscribeError {
                 f,
                 "subscriber `{name}`: capacity {capacity} is not allowed; a mailbox holds \
                  from 1 to {} messages",
-                crate::MAX_CAPACITY
+                crate::Options::MAX_CAPACITY
             ),
             SubscribeError::OutOfMemory { name, capacity } => write!(
                 f,

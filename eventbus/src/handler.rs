@@ -1,9 +1,13 @@
-//! Handlers: what a subscriber may return, and how one attempt is run (a panic is a failed
-//! attempt, never a dead worker).
+//! Handlers: what a subscriber may return, what a failed attempt keeps (the error itself, so
+//! its `source()` chain survives into the dead letter), and how one attempt is run: a panic is
+//! a failed attempt, never a dead worker, and neither is a panic payload that panics again
+//! when dropped.
 
 use std::any::Any;
-use std::fmt::Display;
+use std::error::Error;
+use std::fmt::{self, Display};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use crate::Message;
 
@@ -11,29 +15,86 @@ mod sealed {
     pub trait Sealed {}
 }
 
+/// A failed attempt: the error's text, and the error itself when it is a
+/// [`std::error::Error`] (so a dead letter keeps its `source()` chain).
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct Failure {
+    text: String,
+    error: Option<Arc<dyn Error + Send + Sync + 'static>>,
+}
+
+impl Failure {
+    /// A failure known only by its text.
+    pub fn text(text: impl Display) -> Self {
+        Failure {
+            text: text.to_string(),
+            error: None,
+        }
+    }
+
+    /// A failure that keeps the error.
+    pub fn error<E: Error + Send + Sync + 'static>(error: E) -> Self {
+        Failure {
+            text: error.to_string(),
+            error: Some(Arc::new(error)),
+        }
+    }
+
+    pub(crate) fn message(&self) -> &str {
+        &self.text
+    }
+
+    pub(crate) fn as_error(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+        self.error.as_deref()
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Failure").field(&self.text).finish()
+    }
+}
+
 /// What a handler may return: `()`, or `Result<(), E>` where `E: Display`.
 ///
-/// An `Err` is a failed attempt; its `Display` text is kept in the dead letter.
+/// An `Err` is a failed attempt; its `Display` text is kept in the dead letter. A
+/// `#[subscriber]` whose `E` is a `std::error::Error + Send + Sync + 'static` keeps the
+/// error itself too ([`DeadLetter`](crate::DeadLetter)'s `source()`); so does a dynamic
+/// handler that returns `Result<(), Box<dyn Error + Send + Sync>>`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a subscriber return type",
     label = "a subscriber returns `()` or `Result<(), E>` with `E: Display`"
 )]
 pub trait HandlerResult: sealed::Sealed {
     #[doc(hidden)]
-    fn into_result(self) -> Result<(), String>;
+    fn into_result(self) -> Result<(), Failure>;
 }
 
 impl sealed::Sealed for () {}
 impl HandlerResult for () {
-    fn into_result(self) -> Result<(), String> {
+    fn into_result(self) -> Result<(), Failure> {
         Ok(())
     }
 }
 
-impl<E: Display> sealed::Sealed for Result<(), E> {}
-impl<E: Display> HandlerResult for Result<(), E> {
-    fn into_result(self) -> Result<(), String> {
-        self.map_err(|error| error.to_string())
+impl<E: Display + 'static> sealed::Sealed for Result<(), E> {}
+impl<E: Display + 'static> HandlerResult for Result<(), E> {
+    fn into_result(self) -> Result<(), Failure> {
+        self.map_err(|error| {
+            // The one error type a closure can name without a bound of ours: keep it whole.
+            let boxed: Box<dyn Any> = Box::new(error);
+            match boxed.downcast::<Box<dyn Error + Send + Sync>>() {
+                Ok(error) => Failure {
+                    text: error.to_string(),
+                    error: Some(Arc::from(*error)),
+                },
+                Err(other) => match other.downcast::<E>() {
+                    Ok(error) => Failure::text(error),
+                    Err(_) => unreachable!("the box holds an E"),
+                },
+            }
+        })
     }
 }
 
@@ -49,7 +110,7 @@ impl<E: Display> HandlerResult for Result<(), E> {
 )]
 pub trait Handler<T>: Send + 'static {
     #[doc(hidden)]
-    fn call(&mut self, message: &Message<T>) -> Result<(), String>;
+    fn call(&mut self, message: &Message<T>) -> Result<(), Failure>;
 }
 
 impl<T, F, R> Handler<T> for F
@@ -57,17 +118,38 @@ where
     F: FnMut(&Message<T>) -> R + Send + 'static,
     R: HandlerResult,
 {
-    fn call(&mut self, message: &Message<T>) -> Result<(), String> {
+    fn call(&mut self, message: &Message<T>) -> Result<(), Failure> {
         self(message).into_result()
     }
 }
 
-/// Runs one attempt, turning a panic into an error that carries the panic's message.
-pub(crate) fn attempt(run: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+/// Runs one attempt, turning a panic into a failure that carries the panic's message.
+pub(crate) fn attempt(run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(result) => result,
-        Err(panic) => Err(format!("panicked: {}", panic_message(&*panic))),
+        Err(panic) => {
+            let failure = Failure::text(format_args!("panicked: {}", panic_message(&*panic)));
+            let _ = drop_quietly(panic);
+            Err(failure)
+        }
     }
+}
+
+/// Drops `value` where a panic in its `Drop` cannot unwind into the caller; whether it
+/// dropped without one. A panic payload that panics again when dropped is dropped the same
+/// way, a bounded number of times, then leaked.
+pub(crate) fn drop_quietly<V>(value: V) -> bool {
+    let Err(mut payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) else {
+        return true;
+    };
+    for _ in 0..8 {
+        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            Ok(()) => return false,
+            Err(next) => payload = next,
+        }
+    }
+    std::mem::forget(payload);
+    false
 }
 
 fn panic_message(panic: &(dyn Any + Send)) -> &str {

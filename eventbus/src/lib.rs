@@ -87,7 +87,7 @@
 //! let (started, busy) = std::sync::mpsc::channel();
 //! let (hold, wait) = std::sync::mpsc::channel::<()>();
 //! let (tx, rx) = std::sync::mpsc::channel();
-//! let ticker = bus.subscribe::<Price, _>(
+//! let ticker = bus.subscribe::<Price>(
 //!     Options::default().capacity(2).overflow(Overflow::DropOldest),
 //!     move |m: &Message<Price>| {
 //!         if m.0 == 1 {
@@ -153,7 +153,7 @@
 //!
 //! let bus = Bus::builder().build();
 //! let (tx, rx) = std::sync::mpsc::channel();
-//! bus.subscribe::<Job, _>(Options::default(), move |m: &Message<Job>| tx.send(m.0).unwrap());
+//! bus.subscribe::<Job>(Options::default(), move |m: &Message<Job>| tx.send(m.0).unwrap());
 //! for i in 0..100 {
 //!     bus.publish(Job(i)).unwrap();
 //! }
@@ -175,7 +175,7 @@
 //! struct Reading(u32);
 //!
 //! let bus = Bus::builder().build();
-//! bus.subscribe::<Reading, _>(Options::default().name("meter"), |_: &Message<Reading>| {});
+//! bus.subscribe::<Reading>(Options::default().name("meter"), |_: &Message<Reading>| {});
 //! bus.publish(Reading(1)).unwrap();
 //! bus.close();
 //! let stats = bus.stats();
@@ -192,36 +192,43 @@
 
 #![deny(missing_docs)]
 
+// The facade: what users name.
 mod builder;
 mod bus;
+mod registry;
+mod subscription;
+// The engine under it, and the close/drain protocol.
+mod engine;
+mod lifecycle;
+// Topics: the order of each, found by type.
+mod directory;
+mod topic;
+// Workers, and the delivery kinds they take messages from.
+mod mailbox;
+mod worker;
+// Leaves.
 mod dead_letter;
 mod deadlock;
-mod directory;
 mod error;
 mod handler;
-mod lifecycle;
-mod mailbox;
 mod message;
 mod observe;
 mod options;
-mod registry;
 mod shared;
 mod state;
 mod stats;
-mod subscription;
-mod topic;
-mod worker;
+mod subscriber;
 
 pub use builder::{BuildError, BusBuilder};
-pub use bus::{Bus, CloseReport, Unfinished};
+pub use bus::Bus;
 pub use dead_letter::{DeadLetter, DEFAULT_DEAD_LETTER_CAPACITY};
-pub use error::{PublishError, SubscribeError};
+pub use error::{PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
-pub use options::{Options, Overflow, DEFAULT_BACKOFF, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub use options::{Options, Overflow};
 pub use state::State;
-pub use stats::{BusStats, SubscriptionStats, TopicStats};
+pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 pub use subscription::Subscription;
 pub use topic::Topic;
 
@@ -230,6 +237,7 @@ pub use topic::Topic;
 pub mod __private {
     pub use inventory;
 
+    pub use crate::handler::Failure;
     pub use crate::registry::Registration;
     pub use crate::state::StateKey;
     pub use crate::topic::generic_name;
@@ -263,9 +271,9 @@ pub mod __private {
     ) -> Result<Subscription, SubscribeError>
     where
         T: Topic,
-        H: FnMut(&Message<T>, &Bus) -> Result<(), String> + Send + 'static,
+        H: FnMut(&Message<T>, &Bus) -> Result<(), Failure> + Send + 'static,
     {
-        bus.inner.subscribe(options, handler)
+        bus.subscribe_registered(options, handler)
     }
 
     /// What a subscriber may take after its message: for now only `&Bus`.
@@ -284,7 +292,7 @@ pub mod __private {
     }
 
     /// The handler's return value as an attempt's outcome.
-    pub fn into_result<R: HandlerResult>(result: R) -> Result<(), String> {
+    pub fn into_result<R: HandlerResult>(result: R) -> Result<(), Failure> {
         result.into_result()
     }
 }

@@ -1,33 +1,78 @@
-//! The bus's lifecycle (open → draining → closed), and how a draining bus knows it is done.
+//! The close/drain protocol, in one place: the bus's states (open → draining → closed), which
+//! publishes a closing bus still accepts, how it knows it has drained, the subscriptions whose
+//! workers it waits for, and the forced stop when a deadline passes.
 //!
-//! # How close knows it is done
+//! # What close waits for
+//!
+//! Every subscription whose worker has not finished is *running*, from its subscribe until
+//! its worker's very last step, however it is retired (unsubscribed from its own handler,
+//! from another thread, or by the close itself). A close waits until the bus has drained and
+//! then until no subscription is running. Workers are never joined: each says it has finished
+//! ([`Lifecycle::finished`]), so a close with a deadline waits for exactly as long as it may,
+//! and what it leaves behind goes on on its own threads.
+//!
+//! # How close knows the bus has drained
 //!
 //! Nothing on the publish or delivery path counts work on a shared counter; instead, once the
-//! bus is draining, whoever may have made the last move looks (`Inner::poke_if_closing` in
-//! `bus.rs`): a worker whose mailbox ran dry, a publisher that let go of its topic's order
-//! lock, a subscribe that finished, the close itself. The bus is drained when, twice in a
-//! row, every topic's order lock could be taken (no publish under way), no subscribe is under
-//! way, and every subscription has finished everything it received, with no counter moved
+//! bus is draining, whoever may have made the last move looks ([`Lifecycle::poke`]): a worker
+//! whose mailbox ran dry or that finished, a publisher that let go of its topic's order lock,
+//! a subscribe that finished, the close itself. The bus has drained when, twice in a row,
+//! every topic's order lock could be taken (no publish under way), no subscribe is under way,
+//! and every running subscription has finished everything it received, with no counter moved
 //! between the two looks. Then no mailbox holds anything and no handler runs, so nothing can
 //! publish again: a publish checks the state *under* its topic's order lock, and one that
 //! takes the lock after the look took it sees that the bus is draining, so it is refused
-//! unless a handler makes it, and none is running.
+//! unless a handler makes it, and none is running. A worker counts a message finished only
+//! after it has let go of it, so a message's `Drop` is part of the drain, bounded by a close's
+//! deadline like a handler.
 //!
 //! Subscribes are counted (they are rare): a subscribe adds itself before it reads the state,
 //! and `begin_close` changes the state before the look reads the count, all sequentially
 //! consistent, so a subscribe is either refused or seen.
+//!
+//! # Locks
+//!
+//! `running` is taken briefly, never while waiting, and never with a topic's order lock
+//! wanted (the drain look takes order locks only with `try_lock`, before it takes `running`);
+//! a waiter may take it inside `changed_lock`, never the reverse.
+//! `changed_lock` guards nothing but the waits on `changed`: every state it announces is
+//! written before the lock is taken for the notify, so no wake-up is lost.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
 
+use crate::subscriber::SubscriptionCore;
+
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
 const CLOSED: u8 = 2;
 
-#[derive(Debug)]
+/// The bus's topics, as the drain look sees them.
+pub(crate) trait Topics: Send + Sync {
+    /// Pushes every topic's count of numbered messages onto `seen`; `false` if some publish
+    /// holds a topic's order lock now (then the bus has not drained).
+    fn quiet(&self, seen: &mut Vec<u64>) -> bool;
+    /// Empties every topic's subscriber list: a closed bus hands nothing out.
+    fn clear(&self);
+}
+
+/// How a close ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Everything accepted was delivered and every worker finished.
+    Completed,
+    /// Called from one of the bus's handlers: the close has begun and goes on without it.
+    Begun,
+    /// The deadline passed: the caller reads what was left, then stops the bus.
+    TimedOut,
+    /// An earlier close's deadline passed: the bus was stopped where it was.
+    Stopped,
+}
+
 pub(crate) struct Lifecycle {
     /// Open, draining or closed. Read on every publish and by workers whose mailbox ran dry;
     /// written three times in the bus's life, so it stays in every core's cache.
@@ -40,14 +85,27 @@ pub(crate) struct Lifecycle {
     /// workers waiting out a retry backoff and publishers waiting for room.
     stop_tx: Mutex<Option<Sender<()>>>,
     stop_rx: Receiver<()>,
-    /// Guards nothing but the wait on `closed`; the state is set before the lock is taken
-    /// for the notify, so no wake-up is lost.
-    closed_lock: Mutex<()>,
-    closed: Condvar,
+    topics: Arc<dyn Topics>,
+    /// Every subscription whose worker has not finished (see the module docs).
+    running: Mutex<Vec<Arc<SubscriptionCore>>>,
+    /// Where the last drain look found a subscription busy.
+    hint: AtomicUsize,
+    changed_lock: Mutex<()>,
+    /// Notified when the bus closes and when a worker finishes.
+    changed: Condvar,
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lifecycle")
+            .field("state", &self.state)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Lifecycle {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(topics: Arc<dyn Topics>) -> Self {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(0);
         Lifecycle {
             state: AtomicU8::new(OPEN),
@@ -55,8 +113,11 @@ impl Lifecycle {
             stopped: AtomicBool::new(false),
             stop_tx: Mutex::new(Some(stop_tx)),
             stop_rx,
-            closed_lock: Mutex::new(()),
-            closed: Condvar::new(),
+            topics,
+            running: Mutex::new(Vec::new()),
+            hint: AtomicUsize::new(0),
+            changed_lock: Mutex::new(()),
+            changed: Condvar::new(),
         }
     }
 
@@ -66,13 +127,14 @@ impl Lifecycle {
     }
 
     #[inline]
-    pub(crate) fn is_draining(&self) -> bool {
-        self.state.load(SeqCst) == DRAINING
-    }
-
-    #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.state.load(SeqCst) == CLOSED
+    }
+
+    /// Whether a forced stop ended the bus: workers take no more messages.
+    #[inline]
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(SeqCst)
     }
 
     /// Whether a publish may go ahead: always while open; while draining only when `inside`
@@ -96,65 +158,179 @@ impl Lifecycle {
         false
     }
 
+    /// Ends a subscribe begun with `begin_subscribe`.
     pub(crate) fn end_subscribe(&self) {
         self.subscribing.fetch_sub(1, SeqCst);
+        self.poke();
     }
 
-    /// Whether a subscribe is under way.
-    pub(crate) fn subscribing(&self) -> bool {
-        self.subscribing.load(SeqCst) > 0
+    /// A subscription whose worker is about to start: a close waits for it to finish. Called
+    /// between `begin_subscribe` and `end_subscribe`, before the worker can run (so its
+    /// `finished` always comes after); if the worker cannot start, call `finished` for it.
+    pub(crate) fn started(&self, core: Arc<SubscriptionCore>) {
+        self.running.lock().push(core);
     }
 
-    /// Moves `from` to `to`; whether this call did it.
-    fn transition(&self, from: u8, to: u8) -> bool {
-        self.state
-            .compare_exchange(from, to, SeqCst, SeqCst)
-            .is_ok()
+    /// Called by a worker as its last step: its subscription no longer holds up a close.
+    pub(crate) fn finished(&self, core: &SubscriptionCore) {
+        core.mark_finished();
+        self.running.lock().retain(|running| running.id != core.id);
+        self.notify();
+        self.poke();
     }
 
-    /// Moves an open bus to draining; whether this call did it.
-    pub(crate) fn begin_close(&self) -> bool {
-        self.transition(OPEN, DRAINING)
+    /// Every subscription still running, unsubscribed ones included.
+    pub(crate) fn running(&self) -> Vec<Arc<SubscriptionCore>> {
+        self.running.lock().clone()
     }
 
-    /// Moves a draining bus to closed; only one caller wins.
-    pub(crate) fn mark_closed(&self) -> bool {
-        self.transition(DRAINING, CLOSED)
-    }
-
-    pub(crate) fn notify_closed(&self) {
-        let _guard = self.closed_lock.lock();
-        self.closed.notify_all();
-    }
-
-    /// Waits until the bus is closed, or the deadline passes (`false`).
-    pub(crate) fn wait_closed(&self, deadline: Option<Instant>) -> bool {
-        let mut guard = self.closed_lock.lock();
-        while !self.is_closed() {
-            match deadline {
-                None => self.closed.wait(&mut guard),
-                Some(deadline) => {
-                    if self.closed.wait_until(&mut guard, deadline).timed_out() {
-                        return self.is_closed();
-                    }
-                }
-            }
+    /// A closing bus looks whether it has drained, and if so finishes the close. Called by
+    /// whoever may have made the last move (see the module docs).
+    #[inline]
+    pub(crate) fn poke(&self) {
+        if self.state.load(SeqCst) == DRAINING {
+            self.finish_if_drained();
         }
-        true
     }
 
-    /// A forced stop: the bus is closed at once, workers take no more messages, and every
-    /// wait on `stop_rx` ends.
+    #[cold]
+    fn finish_if_drained(&self) {
+        if self.drained()
+            && self
+                .state
+                .compare_exchange(DRAINING, CLOSED, SeqCst, SeqCst)
+                .is_ok()
+        {
+            // Nothing is in flight: every mailbox is empty and every worker idle. Retiring
+            // the subscriptions lets the workers finish.
+            self.retire_all();
+            self.notify();
+        }
+    }
+
+    /// Whether nothing is under way, in two looks that saw the same.
+    fn drained(&self) -> bool {
+        // A cheap look first, from where the last one found something busy: while a
+        // thousand workers empty their mailboxes, each that runs dry stops at the first busy
+        // one instead of reading all.
+        if !self.idle_from_hint() {
+            return false;
+        }
+        match self.activity() {
+            Some(first) => self.activity() == Some(first),
+            None => false,
+        }
+    }
+
+    fn idle_from_hint(&self) -> bool {
+        let running = self.running.lock();
+        let start = self.hint.load(SeqCst).min(running.len());
+        let busy = (start..running.len())
+            .chain(0..start)
+            .find(|&at| running[at].received_unfinished().1 > 0);
+        match busy {
+            Some(at) => {
+                self.hint.store(at, SeqCst);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// What the drain look reads: every topic's count of numbered messages and every running
+    /// subscription's count of received ones; `None` while a publish or subscribe is under
+    /// way or a subscription has something unfinished.
+    fn activity(&self) -> Option<Vec<u64>> {
+        if self.subscribing.load(SeqCst) > 0 {
+            return None;
+        }
+        let mut seen = Vec::new();
+        if !self.topics.quiet(&mut seen) {
+            return None;
+        }
+        for core in self.running.lock().iter() {
+            let (received, unfinished) = core.received_unfinished();
+            if unfinished > 0 {
+                return None;
+            }
+            seen.push(received);
+        }
+        Some(seen)
+    }
+
+    fn retire_all(&self) {
+        for core in self.running() {
+            core.retire();
+        }
+        self.topics.clear();
+    }
+
+    fn notify(&self) {
+        let _guard = self.changed_lock.lock();
+        self.changed.notify_all();
+    }
+
+    /// Waits until `done` holds or the deadline passes; whether it holds. `done` is looked at
+    /// again whenever the bus closes or a worker finishes, and at least every `recheck`.
+    pub(crate) fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+        recheck: Option<Duration>,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
+        let mut guard = self.changed_lock.lock();
+        loop {
+            if done() {
+                return true;
+            }
+            let now = Instant::now();
+            let until = match (deadline, recheck) {
+                (Some(deadline), _) if now >= deadline => return false,
+                (Some(deadline), Some(recheck)) => deadline.min(now + recheck),
+                (Some(deadline), None) => deadline,
+                (None, Some(recheck)) => now + recheck,
+                (None, None) => {
+                    self.changed.wait(&mut guard);
+                    continue;
+                }
+            };
+            let _ = self.changed.wait_until(&mut guard, until);
+        }
+    }
+
+    /// Closes the bus: refuses publishes from outside it, waits until everything accepted is
+    /// delivered and every worker has finished, all before `deadline` if given; past it, the
+    /// caller stops the bus ([`stop`](Self::stop)) once it has read what was left. `inside`:
+    /// called from one of the bus's handlers, which cannot wait for its own worker.
+    pub(crate) fn close(&self, deadline: Option<Instant>, inside: bool) -> Closed {
+        let _ = self.state.compare_exchange(OPEN, DRAINING, SeqCst, SeqCst);
+        self.poke();
+        if self.is_stopped() {
+            return Closed::Stopped;
+        }
+        if inside {
+            return Closed::Begun;
+        }
+        let drained = self.wait_until(deadline, None, || self.is_closed());
+        let finished =
+            drained && self.wait_until(deadline, None, || self.running.lock().is_empty());
+        if self.is_stopped() {
+            return Closed::Stopped;
+        }
+        if !finished {
+            return Closed::TimedOut;
+        }
+        Closed::Completed
+    }
+
+    /// A forced stop: the bus is closed at once, workers take no more messages (what their
+    /// mailboxes hold is dropped, counted), and every wait on `stop_rx` ends.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, SeqCst);
         self.state.store(CLOSED, SeqCst);
         self.stop_tx.lock().take();
-        self.notify_closed();
-    }
-
-    #[inline]
-    pub(crate) fn stopped(&self) -> &AtomicBool {
-        &self.stopped
+        self.retire_all();
+        self.notify();
     }
 
     #[inline]

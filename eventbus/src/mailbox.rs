@@ -1,39 +1,41 @@
 //! Mailboxes: one bounded `crossbeam-channel` per subscription. The publishing side
 //! ([`Outbox`]) applies the subscriber's overflow policy; the worker's side ([`Inbox`]) takes
-//! messages until the mailbox is shut and nothing more can arrive.
+//! messages until the mailbox is retired and nothing more can arrive.
 //!
-//! # Shutting a mailbox without a lock on the publish path
+//! # Retiring a mailbox without a lock on the publish path
 //!
 //! All hand-outs of a topic are serialised by its order lock, so a mailbox has at most one
-//! publisher at a time and needs no lock of its own; shutting it is the only thing a publish
-//! can race with. `shut` sets the mailbox's flag, which a publisher reads before each
-//! hand-out, and wakes the worker if it waits on an empty mailbox (a `None` in the channel).
+//! publisher at a time and needs no lock of its own; retiring it is the only thing a publish
+//! can race with. `retire` sets the mailbox's flag, which a publisher reads before each
+//! hand-out, and wakes the worker if it waits on an empty mailbox (a `None` in the channel,
+//! sent only if there is room: a full mailbox has a worker that is not waiting, and it reads
+//! the flag before it waits again). So retiring never waits.
+//!
 //! A publisher may have read the flag just before it was set, so the worker, once it sees the
 //! flag, goes on taking messages until no publisher can still be at this mailbox: the topic's
 //! order lock is free (a publish that takes it later loads the new subscriber list, without
 //! this mailbox), or its holder is blocked on *another* mailbox (it reads the flag again when
-//! it wakes: see `TopicWaits`). Then the worker empties the mailbox and stops. So `shut`
-//! never waits behind a publisher blocked elsewhere, and nothing is left in a mailbox whose
-//! worker has gone.
+//! it wakes: see `TopicWaits`). Then the worker empties the mailbox and stops. Nothing is left
+//! in a mailbox whose worker has gone.
+//!
+//! A publisher that finds a mailbox full, then the flag set, leaves it: the wake-up signal may
+//! have taken the last slot, and the subscription is leaving anyway.
 
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{
-    Receiver, RecvTimeoutError, Select, SendTimeoutError, Sender, TryRecvError, TrySendError,
-};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError};
 
 use crate::deadlock::TopicWaits;
 use crate::observe;
 use crate::shared::Shared;
 use crate::stats::Counters;
-use crate::subscription::SubscriptionCore;
-use crate::topic::OrderLock;
+use crate::subscriber::{Retire, SubscriptionCore};
 use crate::{Message, Overflow};
 
-/// How often a worker whose mailbox is shut looks again whether a publisher may still be at
-/// it, and how often `shut` tries again to wake a worker.
+/// How often a worker whose mailbox is retired looks again whether a publisher may still be
+/// at it.
 const RECHECK: Duration = Duration::from_millis(1);
 
 /// What the channel carries: a message, or `None` to wake a worker whose mailbox was shut.
@@ -46,12 +48,26 @@ pub(crate) enum Offer {
     Accepted,
     /// Discarded by `DropNewest`.
     Dropped,
-    /// No room before the publish deadline.
-    TimedOut,
     /// No room before a forced stop.
     Abandoned,
     /// The subscription was unsubscribed after the publisher took its list.
     Retired,
+}
+
+/// Whether a `Block` mailbox has room for one more message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Room {
+    Ready,
+    /// Still full at the deadline.
+    Full,
+    /// A forced stop came first.
+    Stopped,
+}
+
+/// A topic's order lock, without its message type.
+pub(crate) trait OrderLock: Send + Sync {
+    /// Whether no one holds it now.
+    fn is_free(&self) -> bool;
 }
 
 /// A topic's order lock and what its holder waits on: enough to tell whether a publisher of
@@ -73,10 +89,8 @@ impl Handouts {
 /// What a mailbox's three ends share.
 #[derive(Default)]
 struct Flags {
-    /// Set by `shut`; read by the publisher before each hand-out and by the worker.
+    /// Set by `retire`; read by the publisher before each hand-out and by the worker.
     shut: AtomicBool,
-    /// Set when the worker's end is dropped.
-    worker_gone: AtomicBool,
 }
 
 pub(crate) struct Outbox<T> {
@@ -87,51 +101,20 @@ pub(crate) struct Outbox<T> {
     pub(crate) core: Arc<SubscriptionCore>,
 }
 
-/// Shutting a mailbox, without its message type.
-pub(crate) trait Shut: Send + Sync {
-    /// Nothing published after this returns arrives; the worker delivers what is queued,
-    /// then stops. With `wake`, waits until a worker waiting on an empty mailbox has been
-    /// woken (at most until its worker has made room for the signal); without, only tries
-    /// (for the worker's own thread, and a forced stop, whose workers stop anyway).
-    fn shut(&self, wake: bool);
-    /// Messages in the mailbox.
-    fn len(&self) -> usize;
-    /// Whether the worker has stopped.
-    fn worker_gone(&self) -> bool;
-}
-
-struct Shutter<T> {
+/// The bus's handle on a mailbox: retiring it.
+struct Retirer<T> {
     tx: Sender<Item<T>>,
-    rx: Receiver<Item<T>>,
     flags: Arc<Flags>,
 }
 
-impl<T: Send + Sync> Shut for Shutter<T> {
-    fn shut(&self, wake: bool) {
+impl<T: Send + Sync> Retire for Retirer<T> {
+    fn retire(&self) {
         if self.flags.shut.swap(true, SeqCst) {
             return;
         }
-        if !wake {
-            let _ = self.tx.try_send(None);
-            return;
-        }
-        // A worker that read the flag before it was set may be waiting on an empty
-        // mailbox: the signal reaches it. A full mailbox has a busy worker, which makes
-        // room; one that stops first needs no signal.
-        while !self.worker_gone() {
-            match self.tx.send_timeout(None, RECHECK) {
-                Ok(()) | Err(SendTimeoutError::Disconnected(_)) => return,
-                Err(SendTimeoutError::Timeout(_)) => {}
-            }
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.rx.len()
-    }
-
-    fn worker_gone(&self) -> bool {
-        self.flags.worker_gone.load(SeqCst)
+        // Fails only when the mailbox is full: then its worker is not waiting, and reads the
+        // flag before it waits again.
+        let _ = self.tx.try_send(None);
     }
 }
 
@@ -153,30 +136,23 @@ enum Phase {
     Settled,
 }
 
-impl<T> Drop for Inbox<T> {
-    fn drop(&mut self) {
-        self.flags.worker_gone.store(true, SeqCst);
-    }
-}
-
 /// A mailbox of `capacity` slots, as its two ends; `core` makes the subscription's shared
-/// state around the mailbox's shutter.
+/// state around the mailbox's retirer.
 pub(crate) fn mailbox<T>(
     capacity: usize,
     handouts: Handouts,
-    core: impl FnOnce(Box<dyn Shut>) -> SubscriptionCore,
+    core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
 ) -> (Outbox<T>, Inbox<T>)
 where
     T: Send + Sync + 'static,
 {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
     let flags = Arc::new(Flags::default());
-    let shutter = Shutter {
+    let retirer = Retirer {
         tx: tx.clone(),
-        rx: rx.clone(),
         flags: Arc::clone(&flags),
     };
-    let core = Arc::new(core(Box::new(shutter)));
+    let core = Arc::new(core(Box::new(retirer)));
     let inbox = Inbox {
         rx: rx.clone(),
         flags: Arc::clone(&flags),
@@ -203,12 +179,37 @@ impl<T> Outbox<T> {
             && self.rx.is_full()
     }
 
+    /// Waits until a `Block` mailbox has room, without putting anything in: for publishes
+    /// that hand out all or nothing. `deadline` `None` does not wait. Only the order lock's
+    /// holder puts messages in, so room found stays until it does.
+    pub(crate) fn wait_for_room(
+        &self,
+        deadline: Option<Instant>,
+        stop: &Receiver<()>,
+        waits: &TopicWaits,
+    ) -> Room {
+        if !self.would_block() {
+            return Room::Ready;
+        }
+        let Some(deadline) = deadline else {
+            return Room::Full;
+        };
+        let mut select = Select::new();
+        let send = select.send(&self.tx);
+        select.recv(stop);
+        let ready = waits.waiting_on(&self.core.node, || select.ready_deadline(deadline));
+        match ready {
+            Err(_) => Room::Full,
+            Ok(index) if index != send => Room::Stopped,
+            Ok(_) => Room::Ready,
+        }
+    }
+
     /// Offers one message (this mailbox's reference to it), waiting for room (with `Block`)
-    /// until `deadline` or a forced stop.
+    /// until a forced stop.
     pub(crate) fn offer(
         &self,
         message: Shared<Message<T>>,
-        deadline: Option<Instant>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
@@ -220,21 +221,23 @@ impl<T> Outbox<T> {
         let counters = &self.core.counters;
         Counters::bump(&counters.received);
         let offer = match self.core.options.overflow {
-            Overflow::Block => self.send_blocking(tx, Some(message), deadline, stop, waits),
+            Overflow::Block => self.send_blocking(tx, Some(message), stop, waits),
             Overflow::DropNewest => match tx.try_send(Some(message)) {
                 Ok(()) => Offer::Accepted,
+                Err(TrySendError::Full(_)) if self.flags.shut.load(Acquire) => Offer::Retired,
                 Err(TrySendError::Full(_)) => Offer::Dropped,
                 Err(TrySendError::Disconnected(_)) => Offer::Retired,
             },
             Overflow::DropOldest => self.send_evicting(tx, Some(message)),
         };
         match offer {
-            Offer::Accepted | Offer::Retired => {}
-            Offer::Dropped | Offer::TimedOut | Offer::Abandoned => {
+            Offer::Accepted => {}
+            // Published after the unsubscribe began: not this subscription's.
+            Offer::Retired => Counters::unbump(&counters.received),
+            Offer::Dropped | Offer::Abandoned => {
                 Counters::bump(&counters.dropped);
                 let why = match offer {
                     Offer::Dropped => "drop-newest",
-                    Offer::TimedOut => "publish timed out",
                     _ => "forced close",
                 };
                 observe::dropped(topic, seq, &self.core.name, why);
@@ -250,7 +253,6 @@ impl<T> Outbox<T> {
         &self,
         tx: &Sender<Item<T>>,
         message: Item<T>,
-        deadline: Option<Instant>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
@@ -263,18 +265,18 @@ impl<T> Outbox<T> {
         };
         Counters::unbump(received);
         loop {
+            // The wake-up signal of a retire may have taken the last slot.
+            if self.flags.shut.load(Acquire) {
+                Counters::bump(received);
+                return Offer::Retired;
+            }
             let mut select = Select::new();
             let send = select.send(tx);
             select.recv(stop);
-            let ready = waits.waiting_on(&self.core, || match deadline {
-                None => Some(select.ready()),
-                Some(deadline) => select.ready_deadline(deadline).ok(),
-            });
+            let ready = waits.waiting_on(&self.core.node, || select.ready());
             Counters::bump(received);
-            match ready {
-                None => return Offer::TimedOut,
-                Some(index) if index != send => return Offer::Abandoned,
-                Some(_) => {}
+            if ready != send {
+                return Offer::Abandoned;
             }
             match tx.try_send(message) {
                 Ok(()) => return Offer::Accepted,
@@ -318,6 +320,17 @@ impl<T> Inbox<T> {
     /// Whether the mailbox is empty now.
     pub(crate) fn is_empty(&self) -> bool {
         self.rx.is_empty()
+    }
+
+    /// Takes whatever is in the mailbox now, without waiting: after a forced stop.
+    pub(crate) fn try_next(&self) -> Option<Shared<Message<T>>> {
+        loop {
+            match self.rx.try_recv() {
+                Ok(Some(message)) => return Some(message),
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+        }
     }
 
     /// The next message, waiting for one; `None` once the mailbox is shut and nothing more

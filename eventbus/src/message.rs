@@ -19,7 +19,7 @@ use std::ops::Deref;
 ///
 /// let bus = Bus::builder().build();
 /// let (tx, rx) = std::sync::mpsc::channel();
-/// bus.subscribe::<Tick, _>(Options::default(), move |m: &Message<Tick>| {
+/// bus.subscribe::<Tick>(Options::default(), move |m: &Message<Tick>| {
 ///     tx.send((m.seq(), m.topic(), m.0)).unwrap();
 /// });
 /// bus.publish(Tick(7)).unwrap();

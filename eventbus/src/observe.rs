@@ -1,10 +1,11 @@
 //! Observability hooks for the `tracing` feature: a span per delivery attempt, a `warn` event
-//! per drop and per dead letter, an `info` event when the bus closes. Without the feature
+//! per drop, per dead letter and for the first publish to a topic no one ever subscribed to,
+//! an `info` event when the bus closes. Without the feature
 //! every function here is empty and inlined away.
 
 #[cfg(feature = "tracing")]
 mod on {
-    use crate::{BusStats, DeadLetter};
+    use crate::BusStats;
 
     /// Entered for one delivery attempt; exited when dropped.
     pub(crate) type Attempt = tracing::span::EnteredSpan;
@@ -20,14 +21,24 @@ mod on {
     }
 
     #[inline]
-    pub(crate) fn dead_letter(letter: &DeadLetter) {
+    pub(crate) fn dead_letter(topic: &str, seq: u64, subscriber: &str, attempts: u32, error: &str) {
         tracing::warn!(
-            topic = letter.topic(),
-            seq = letter.seq(),
-            subscriber = letter.subscriber(),
-            attempts = letter.attempts(),
-            error = letter.error(),
+            topic,
+            seq,
+            subscriber,
+            attempts,
+            error,
             "eventbus: dead letter"
+        );
+    }
+
+    #[cold]
+    pub(crate) fn unheard(topic: &str) {
+        tracing::warn!(
+            topic,
+            "eventbus: a message was published to a topic that has never had a subscriber; if \
+             one was expected from a `#[subscriber]` in another crate, that crate may not be \
+             linked in: name it somewhere in the binary (`use handlers as _;`)"
         );
     }
 
@@ -51,7 +62,7 @@ mod on {
 
 #[cfg(not(feature = "tracing"))]
 mod on {
-    use crate::{BusStats, DeadLetter};
+    use crate::BusStats;
 
     /// Nothing to enter without the feature.
     pub(crate) struct Attempt;
@@ -65,10 +76,12 @@ mod on {
     pub(crate) fn dropped(_: &str, _: u64, _: &str, _: &'static str) {}
 
     #[inline(always)]
-    pub(crate) fn dead_letter(_: &DeadLetter) {}
+    pub(crate) fn dead_letter(_: &str, _: u64, _: &str, _: u32, _: &str) {}
 
     #[inline(always)]
     pub(crate) fn closed(_: impl FnOnce() -> BusStats, _: bool) {}
 }
 
+#[cfg(feature = "tracing")]
+pub(crate) use on::unheard;
 pub(crate) use on::{attempt, closed, dead_letter, dropped};

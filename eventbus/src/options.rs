@@ -16,18 +16,6 @@ pub enum Overflow {
     DropNewest,
 }
 
-/// The mailbox size used when none is given.
-pub const DEFAULT_CAPACITY: usize = 1024;
-
-/// The largest mailbox a subscription may ask for.
-///
-/// A mailbox allocates its slots up front, about 16 bytes each (a pointer to the shared
-/// message and a stamp), so this bound is 256 MiB for one subscriber.
-pub const MAX_CAPACITY: usize = 1 << 24;
-
-/// The first retry's wait when none is given.
-pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
-
 /// The retry wait doubles at most this many times: 32 × the backoff is the longest wait.
 const MAX_DOUBLINGS: u32 = 5;
 
@@ -68,24 +56,38 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            capacity: DEFAULT_CAPACITY,
+            capacity: Options::DEFAULT_CAPACITY,
             overflow: Overflow::Block,
             retries: 0,
-            backoff: DEFAULT_BACKOFF,
+            backoff: Options::DEFAULT_BACKOFF,
             name: None,
         }
     }
 }
 
 impl Options {
-    /// How many messages the mailbox holds, from 1 to [`MAX_CAPACITY`]; anything else is
+    /// The mailbox size used when none is given.
+    pub const DEFAULT_CAPACITY: usize = 1024;
+
+    /// The largest mailbox a subscription may ask for.
+    ///
+    /// A mailbox allocates its slots up front, about 16 bytes each (a pointer to the shared
+    /// message and a stamp), so this bound is 256 MiB for one subscriber.
+    pub const MAX_CAPACITY: usize = 1 << 24;
+
+    /// The first retry's wait when none is given.
+    pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
+
+    /// How many messages the mailbox holds, from 1 to [`Options::MAX_CAPACITY`]; anything else is
     /// refused when subscribing.
+    #[must_use = "an option setter returns the changed options"]
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self
     }
 
     /// What a full mailbox does.
+    #[must_use = "an option setter returns the changed options"]
     pub fn overflow(mut self, overflow: Overflow) -> Self {
         self.overflow = overflow;
         self
@@ -93,6 +95,7 @@ impl Options {
 
     /// How many times a failed message is retried after its first attempt: `retries(3)` is up
     /// to 4 attempts in all. Then it becomes a dead letter.
+    #[must_use = "an option setter returns the changed options"]
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = retries;
         self
@@ -100,12 +103,14 @@ impl Options {
 
     /// The wait before the first retry; each later retry waits twice as long as the one
     /// before, up to 32 × this (see [`Options::retry_delay`]).
+    #[must_use = "an option setter returns the changed options"]
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.backoff = backoff;
         self
     }
 
     /// The subscriber's name, used in stats, dead letters and as the worker thread's name.
+    #[must_use = "an option setter returns the changed options"]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self

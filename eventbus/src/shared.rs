@@ -5,7 +5,9 @@
 //! of making one and cloning it `n - 1` times. Each clone is an atomic increment on the
 //! line the workers' decrements also write, so at 16 subscribers the publisher spent a
 //! share of every publish taking that line back (see BENCHMARKS.md). Letting go works as
-//! `Arc`'s does.
+//! `Arc`'s does, except that a panic in the value's `Drop` stops where the last reference is
+//! let go of (a worker, a publisher making room, the dead-letter store): user code must not
+//! take down the thread that happens to hold the last reference.
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -71,8 +73,10 @@ unsafe fn release<T>(counted: NonNull<Counted<T>>, n: usize) {
     }
     fence(Acquire);
     // SAFETY: the count reached zero, so no reference is left; the allocation came from
-    // `Box::leak` in `shared`.
-    drop(unsafe { Box::from_raw(counted.as_ptr()) });
+    // `Box::leak` in `shared`. A panic in `T`'s `Drop` still frees the allocation (the box's
+    // drop glue deallocates on unwind) and is caught here.
+    let value = unsafe { Box::from_raw(counted.as_ptr()) };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
 }
 
 impl<T> Iterator for References<T> {
@@ -166,6 +170,26 @@ mod tests {
         // Asking for none still makes one, which is let go of.
         drop(shared(Tally(Arc::clone(&drops), 3), 0));
         assert_eq!(drops.load(SeqCst), 3);
+    }
+
+    /// Panics in its `Drop`.
+    struct Brittle(Arc<AtomicUsize>);
+
+    impl Drop for Brittle {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+            panic!("Brittle panics in its Drop");
+        }
+    }
+
+    #[test]
+    fn a_panic_in_the_values_drop_stops_at_the_last_release() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut references = shared(Brittle(Arc::clone(&drops)), 2);
+        let (one, two) = (references.next().unwrap(), references.next().unwrap());
+        drop(one);
+        drop(two);
+        assert_eq!(drops.load(SeqCst), 1);
     }
 
     #[test]

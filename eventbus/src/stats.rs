@@ -7,8 +7,11 @@ use crate::Overflow;
 
 /// One subscription's counters. Each has one writer at a time: publishers (received, dropped)
 /// write under their topic's order lock, the worker writes the rest; so a bump is a load and
-/// a store, not a read-modify-write. Read without a lock, a snapshot taken while messages
-/// move is a moment's view; once the bus is closed they add up.
+/// a store, not a read-modify-write. A message the worker takes out of the mailbox counts as
+/// `taken` until it is finished; one a forced close leaves in the mailbox is `abandoned` by
+/// the worker (reported as dropped: the publishers' counter has another writer). Read without
+/// a lock, a snapshot taken while messages move is a moment's view; once the bus is closed
+/// they add up.
 ///
 /// The publishers' counters and the worker's sit on different cache lines: sharing one, every
 /// hand-out and every delivery would take the line from the other side's core.
@@ -18,7 +21,9 @@ pub(crate) struct Counters {
     pub(crate) received: AtomicU64,
     pub(crate) dropped: AtomicU64,
     _apart: CacheLines,
+    pub(crate) taken: AtomicU64,
     pub(crate) delivered: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
     pub(crate) failed: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
@@ -42,16 +47,11 @@ impl Counters {
         counter.store(counter.load(Relaxed) - 1, Release);
     }
 
-    /// Received and not yet delivered, dead-lettered or dropped. Outcomes are read before
-    /// `received`, and every outcome follows its receipt, so this never reads low.
-    pub(crate) fn unfinished(&self) -> u64 {
-        self.received_unfinished().1
-    }
-
     /// `received`, and received less finished, from one reading.
     pub(crate) fn received_unfinished(&self) -> (u64, u64) {
         let finished = self.delivered.load(Acquire)
             + self.dead_lettered.load(Acquire)
+            + self.abandoned.load(Acquire)
             + self.dropped.load(Acquire);
         let received = self.received.load(Acquire);
         (received, received.saturating_sub(finished))
@@ -61,9 +61,9 @@ impl Counters {
 /// What one subscription has done.
 ///
 /// Every message handed to it (`received`) ends as exactly one of `delivered`,
-/// `dead_lettered`, `dropped`, or is still `queued`:
-/// `received == delivered + dead_lettered + dropped + queued` whenever nothing is moving
-/// (after close, say).
+/// `dead_lettered`, `dropped`, or is still `queued` in the mailbox or `in_handler`:
+/// `received == delivered + dead_lettered + dropped + queued + in_handler` whenever nothing
+/// is moving (after close, say). `queued` never exceeds `capacity` then.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -78,8 +78,11 @@ pub struct SubscriptionStats {
     pub overflow: Overflow,
     /// Messages published to its topic while it was subscribed, dropped ones included.
     pub received: u64,
-    /// Messages waiting in its mailbox, plus the one its handler is on.
+    /// Messages waiting in its mailbox.
     pub queued: u64,
+    /// Messages its worker has taken and not finished: the one its handler is on (retries
+    /// included).
+    pub in_handler: u64,
     /// Messages its handler finished without error.
     pub delivered: u64,
     /// Failed attempts (errors and panics), retries included.
@@ -88,12 +91,14 @@ pub struct SubscriptionStats {
     pub retried: u64,
     /// Messages given up on and kept as dead letters.
     pub dead_lettered: u64,
-    /// Messages its overflow policy (or a publish timeout) discarded.
+    /// Messages its overflow policy discarded, or a forced close (a `close_timeout` past its
+    /// deadline) left undelivered.
     pub dropped: u64,
 }
 
 impl SubscriptionStats {
-    /// A snapshot. Outcomes are read before `received`, and `queued` is what lies between.
+    /// A snapshot. Outcomes are read first, then what was taken, then `received`, so while
+    /// messages move `queued` and `in_handler` may read high for a moment, never low.
     pub(crate) fn read(
         name: &str,
         topic: &'static str,
@@ -103,22 +108,26 @@ impl SubscriptionStats {
     ) -> Self {
         let delivered = counters.delivered.load(Acquire);
         let dead_lettered = counters.dead_lettered.load(Acquire);
-        let dropped = counters.dropped.load(Acquire);
+        let abandoned = counters.abandoned.load(Acquire);
         let failed = counters.failed.load(Relaxed);
         let retried = counters.retried.load(Relaxed);
+        let taken = counters.taken.load(Acquire);
+        let dropped = counters.dropped.load(Acquire);
         let received = counters.received.load(Acquire);
+        let finished = delivered + dead_lettered + abandoned;
         SubscriptionStats {
             name: name.to_owned(),
             topic,
             capacity,
             overflow,
             received,
-            queued: received.saturating_sub(delivered + dead_lettered + dropped),
+            queued: received.saturating_sub(dropped + taken),
+            in_handler: taken.saturating_sub(finished),
             delivered,
             failed,
             retried,
             dead_lettered,
-            dropped,
+            dropped: dropped + abandoned,
         }
     }
 }
@@ -158,19 +167,20 @@ pub struct BusStats {
 
 impl fmt::Display for BusStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const HEADER: [&str; 10] = [
+        const HEADER: [&str; 11] = [
             "topic",
             "subscriber",
             "capacity",
             "received",
             "queued",
+            "handling",
             "delivered",
             "failed",
             "retried",
             "dead",
             "dropped",
         ];
-        let rows: Vec<[String; 10]> = self
+        let rows: Vec<[String; 11]> = self
             .subscriptions
             .iter()
             .map(|s| {
@@ -180,6 +190,7 @@ impl fmt::Display for BusStats {
                     s.capacity.to_string(),
                     s.received.to_string(),
                     s.queued.to_string(),
+                    s.in_handler.to_string(),
                     s.delivered.to_string(),
                     s.failed.to_string(),
                     s.retried.to_string(),
@@ -221,5 +232,30 @@ impl fmt::Display for BusStats {
             "dead letters: {} kept, {} discarded",
             self.dead_letters, self.dead_letters_discarded
         )
+    }
+}
+
+/// What [`Bus::close_timeout`](crate::Bus::close_timeout) (or `close`) left undone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct CloseReport {
+    /// Whether everything accepted was delivered, every worker finished and the
+    /// `on_dead_letter` hook saw every letter, in time.
+    pub completed: bool,
+    /// Every subscription, unsubscribed ones still running included, as it stood when the
+    /// close returned: what was still `queued` and `in_handler`.
+    pub subscriptions: Vec<SubscriptionStats>,
+    /// Whether the `on_dead_letter` hook was still running when the close returned; it
+    /// finishes on its own thread.
+    pub hook_running: bool,
+}
+
+impl CloseReport {
+    /// The subscriptions that still held something: queued, or in their handler.
+    pub fn unfinished(&self) -> impl Iterator<Item = &SubscriptionStats> {
+        self.subscriptions
+            .iter()
+            .filter(|s| s.queued > 0 || s.in_handler > 0)
     }
 }

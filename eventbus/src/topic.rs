@@ -3,6 +3,18 @@
 //!
 //! A topic is found by its [`TypeId`] on the publish path; the name is for people (stats, dead
 //! letters, thread names), never for lookup.
+//!
+//! # Locks
+//!
+//! A topic's order lock is held while one message is numbered and handed out, and while a
+//! publisher waits for room in its `Block` mailboxes; it is the only lock a publish holds
+//! while it waits. Publishers take it through `deadlock::lock_order`, which bounds the wait by
+//! the publish's patience and refuses a handler whose wait would lead back to itself. Others
+//! only look (`try_lock`): a closing bus looking whether publishing is over
+//! (`lifecycle.rs`), a worker whose mailbox was retired (`mailbox.rs`). `edit` serialises
+//! changes to the subscriber list and is never held with the order lock. While holding the
+//! order lock a publisher takes, one at a time and briefly, the wait-graph records
+//! (`deadlock.rs`) and the mailboxes' channel locks (inside `crossbeam-channel`).
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -16,11 +28,11 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use crate::deadlock::{self, TopicWaits};
+use crate::deadlock::{self, NoLock, Patience, TopicWaits};
 use crate::lifecycle::Lifecycle;
-use crate::mailbox::{Handouts, Offer, Outbox};
+use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::shared::shared;
-use crate::subscription::SubscriptionCore;
+use crate::subscriber::SubscriptionCore;
 use crate::Message;
 
 /// A type whose values can be published on a [`Bus`](crate::Bus).
@@ -103,6 +115,12 @@ pub(crate) struct TopicState<T> {
     edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
     waits: Arc<TopicWaits>,
+    /// Set once a publish found the topic had never had a subscriber, and said so (`tracing`).
+    #[cfg(feature = "tracing")]
+    warned: std::sync::atomic::AtomicBool,
+    /// Set by the first subscribe.
+    #[cfg(feature = "tracing")]
+    heard: std::sync::atomic::AtomicBool,
 }
 
 /// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
@@ -112,33 +130,37 @@ pub(crate) struct Order<T> {
     version: u64,
 }
 
-/// A topic's order lock, without its message type.
-pub(crate) trait OrderLock: Send + Sync {
-    /// Whether no one holds it now.
-    fn is_free(&self) -> bool;
-}
-
 impl<T: Send + Sync> OrderLock for Mutex<Order<T>> {
     fn is_free(&self) -> bool {
         self.try_lock().is_some()
     }
 }
 
-/// What one publish did.
-#[derive(Debug, Default)]
-pub(crate) struct HandOut {
-    pub(crate) seq: u64,
-    pub(crate) timed_out: usize,
-    pub(crate) abandoned: usize,
+/// How long a publish may wait, for its topic's turn and for room in `Block` mailboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// As long as it takes: messages go into mailboxes one by one, waiting at each full one.
+    Forever,
+    /// Until the deadline; all or nothing: every `Block` mailbox has room before any gets the
+    /// message.
+    Until(Instant),
+    /// Not for room at all: all or nothing, as `Until`.
+    Never,
 }
 
 /// Why a publish handed nothing out; the payload comes back with it.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Refused {
-    /// The bus is closing, and the publisher is not one of its handlers.
+    /// The bus is closing, and the publisher is not one of its handlers; or a forced stop
+    /// came while an all-or-nothing publish waited.
     Closed,
-    /// Waiting for room could never end (see `deadlock.rs`).
+    /// Waiting could never end (see `deadlock.rs`).
     WouldDeadlock,
+    /// The deadline passed before the topic's turn or room in every `Block` mailbox.
+    Timeout,
+    /// A `Block` mailbox had no room, or the topic's turn was held by a publisher waiting
+    /// for room.
+    Full,
 }
 
 impl<T: Topic> TopicState<T> {
@@ -155,6 +177,19 @@ impl<T: Topic> TopicState<T> {
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
+            #[cfg(feature = "tracing")]
+            warned: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "tracing")]
+            heard: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A publish found no subscriber: if the topic never had one, says so once.
+    #[inline]
+    fn unheard(&self) {
+        #[cfg(feature = "tracing")]
+        if !self.heard.load(Relaxed) && !self.warned.swap(true, Relaxed) {
+            crate::observe::unheard(self.name);
         }
     }
 
@@ -183,23 +218,38 @@ impl<T: Topic> TopicState<T> {
         }
         let seq = self.next_seq.load(Relaxed);
         self.next_seq.store(seq + 1, Relaxed);
+        self.unheard();
         Some(seq)
     }
 
-    /// Numbers `payload` and hands it to every mailbox, as one step under the order lock.
+    /// Numbers `payload` and hands it to every mailbox, as one step under the order lock;
+    /// its seq.
     ///
     /// Whether the bus accepts it is decided under that lock too, which is what lets a
     /// closing bus tell when publishing is over (see `lifecycle.rs`). `publisher` is the
     /// subscription whose handler is publishing, if any.
+    ///
+    /// With [`Wait::Forever`], a forced stop while waiting for room ends the wait: the
+    /// mailboxes not reached count the message as dropped, and the seq is still returned (the
+    /// message was accepted; the forced close abandoned it, as it abandons queued ones).
     pub(crate) fn publish(
         &self,
         payload: T,
-        deadline: Option<Instant>,
+        wait: Wait,
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
-    ) -> Result<HandOut, (T, Refused)> {
-        let Ok(mut order) = deadlock::lock_order(&*self.order, &self.waits, publisher) else {
-            return Err((payload, Refused::WouldDeadlock));
+    ) -> Result<u64, (T, Refused)> {
+        let node = publisher.map(|publisher| &publisher.node);
+        let patience = match wait {
+            Wait::Forever => Patience::Forever,
+            Wait::Until(deadline) => Patience::Until(deadline),
+            Wait::Never => Patience::WhileMoving,
+        };
+        let mut order = match deadlock::lock_order(&*self.order, &self.waits, node, patience) {
+            Ok(order) => order,
+            Err(NoLock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
+            Err(NoLock::GaveUp) if wait == Wait::Never => return Err((payload, Refused::Full)),
+            Err(NoLock::GaveUp) => return Err((payload, Refused::Timeout)),
         };
         if !lifecycle.accepts(publisher.is_some()) {
             return Err((payload, Refused::Closed));
@@ -211,39 +261,57 @@ impl<T: Topic> TopicState<T> {
             order.version = version;
         }
         let subscribers = &order.subscribers;
+        let stop = lifecycle.stop_signal();
         // Checked before numbering, so a refused message leaves no trace. Only this thread
-        // adds to these mailboxes while it holds the order lock, so a mailbox full now can
-        // only get emptier.
-        let _recorded = match publisher {
-            Some(publisher) => match deadlock::check_room(publisher, subscribers) {
-                Ok(recorded) => Some(recorded),
-                Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
-            },
-            None => None,
+        // adds to these mailboxes while it holds the order lock, so a mailbox with room now
+        // keeps it, and a full one can only get emptier.
+        let _recorded = match (publisher, wait) {
+            (Some(publisher), Wait::Forever | Wait::Until(_)) => {
+                let full = subscribers
+                    .iter()
+                    .filter(|outbox| outbox.would_block())
+                    .map(|outbox| Arc::clone(&outbox.core.node))
+                    .collect();
+                match deadlock::record(&publisher.node, full) {
+                    Ok(recorded) => Some(recorded),
+                    Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
+                }
+            }
+            _ => None,
         };
+        let room_by = match wait {
+            Wait::Forever => None,
+            Wait::Until(deadline) => Some(Some(deadline)),
+            Wait::Never => Some(None),
+        };
+        if let Some(deadline) = room_by {
+            for outbox in subscribers.iter() {
+                match outbox.wait_for_room(deadline, stop, &self.waits) {
+                    Room::Ready => {}
+                    Room::Full if wait == Wait::Never => return Err((payload, Refused::Full)),
+                    Room::Full => return Err((payload, Refused::Timeout)),
+                    Room::Stopped => return Err((payload, Refused::Closed)),
+                }
+            }
+        }
         let seq = self.next_seq.load(Relaxed);
         self.next_seq.store(seq + 1, Relaxed);
-        let mut hand_out = HandOut {
-            seq,
-            ..HandOut::default()
-        };
         if subscribers.is_empty() {
-            return Ok(hand_out);
+            self.unheard();
+            return Ok(seq);
         }
         // One reference per mailbox, made at once (see `shared.rs`).
         let references = shared(Message::new(seq, self.name, payload), subscribers.len());
-        let stop = lifecycle.stop_signal();
         for (outbox, message) in subscribers.iter().zip(references) {
-            match outbox.offer(message, deadline, stop, &self.waits) {
-                Offer::Accepted | Offer::Dropped | Offer::Retired => {}
-                Offer::TimedOut => hand_out.timed_out += 1,
-                Offer::Abandoned => hand_out.abandoned += 1,
-            }
+            // Every outcome is counted on the subscription (see `Offer`).
+            let _: Offer = outbox.offer(message, stop, &self.waits);
         }
-        Ok(hand_out)
+        Ok(seq)
     }
 
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
+        #[cfg(feature = "tracing")]
+        self.heard.store(true, Relaxed);
         let _edit = self.edit.lock();
         let mut next = Vec::clone(&self.subscribers.load());
         next.push(outbox);

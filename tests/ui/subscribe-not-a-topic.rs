@@ -4,5 +4,5 @@ pub struct NotATopic;
 
 fn main() {
     let bus = Bus::builder().build();
-    bus.subscribe::<NotATopic, _>(Options::default(), |_: &Message<NotATopic>| {});
+    bus.subscribe::<NotATopic>(Options::default(), |_: &Message<NotATopic>| {});
 }

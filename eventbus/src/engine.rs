@@ -1,0 +1,301 @@
+//! The engine under the [`Bus`](crate::Bus) facade: a bus's topics, its subscriptions and
+//! their workers, publishing, subscribing and unsubscribing, closing (through `lifecycle.rs`),
+//! stats and close reports.
+//!
+//! # Locks, and why they cannot deadlock
+//!
+//! `topics` takes no lock on the publish path (`directory.rs`). `subscriptions` is held only
+//! to read or edit the list, never while waiting and never with another lock wanted. A
+//! topic's order lock is described in `topic.rs`, the lifecycle's locks in `lifecycle.rs`, the
+//! wait-graph records in `deadlock.rs` (one at a time, never nested). An unsubscribe waits for
+//! the subscription's worker with no lock held.
+
+use std::any::TypeId;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::dead_letter::{DeadLetterStore, Hook};
+use crate::deadlock::{self, RECHECK};
+use crate::directory::Directory;
+use crate::lifecycle::{Closed, Lifecycle};
+use crate::mailbox::mailbox;
+use crate::observe;
+use crate::state::States;
+use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
+use crate::subscriber::SubscriptionCore;
+use crate::topic::{AnyTopic, Refused, Topic, TopicState, Wait};
+use crate::worker::{self, Context, Run};
+use crate::{Options, SubscribeError};
+
+/// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
+type Slot = [usize; 2];
+
+pub(crate) struct Engine {
+    /// Tells this bus's workers from others' (see `worker::current`).
+    pub(crate) id: u64,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+    pub(crate) dead_letters: Arc<DeadLetterStore>,
+    /// Given to the builder; never changed after.
+    pub(crate) states: States,
+    /// A topic, once made, stays.
+    topics: Arc<Directory>,
+    /// Subscriptions not unsubscribed, in the order they started.
+    subscriptions: Mutex<Vec<Entry>>,
+    /// Whether the close has been announced (`tracing`).
+    announced: AtomicBool,
+    next_subscription: AtomicU64,
+}
+
+struct Entry {
+    core: Arc<SubscriptionCore>,
+    topic: Arc<dyn AnyTopic>,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        dead_letter_capacity: usize,
+        states: States,
+        hook: Option<Hook>,
+    ) -> std::io::Result<Arc<Engine>> {
+        static NEXT_BUS: AtomicU64 = AtomicU64::new(1);
+        let dead_letters = Arc::new(DeadLetterStore::new(dead_letter_capacity, hook)?);
+        let topics = Arc::new(Directory::new());
+        Ok(Arc::new(Engine {
+            id: NEXT_BUS.fetch_add(1, Relaxed),
+            lifecycle: Arc::new(Lifecycle::new(Arc::clone(&topics) as _)),
+            dead_letters,
+            states,
+            topics,
+            subscriptions: Mutex::new(Vec::new()),
+            announced: AtomicBool::new(false),
+            next_subscription: AtomicU64::new(1),
+        }))
+    }
+
+    /// Publishes `payload` to its topic, waiting as `wait` allows; its seq.
+    #[inline]
+    pub(crate) fn publish<T: Topic>(&self, payload: T, wait: Wait) -> Result<u64, (T, Refused)> {
+        self.with_topic::<T, _>(|topic| {
+            // No subscribers, the bus open and the order lock free: nothing to hand out and
+            // nothing for a close to wait for, so nothing is counted or allocated.
+            if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
+                if let Some(seq) = topic.number_unheard() {
+                    // This publish held the order lock, which a closing bus may have found
+                    // taken: look again.
+                    self.lifecycle.poke();
+                    return Ok(seq);
+                }
+            }
+            let publisher = worker::current(self.id);
+            let published = topic.publish(payload, wait, &self.lifecycle, publisher.as_ref());
+            self.lifecycle.poke();
+            published
+        })
+    }
+
+    /// Runs `f` on the topic's state, made on first use, found without a lock or a
+    /// read-modify-write (see `directory.rs`), so publishers of different topics never wait
+    /// on each other.
+    #[inline]
+    fn with_topic<T: Topic, R>(&self, f: impl FnOnce(&TopicState<T>) -> R) -> R {
+        match self.topics.find(TypeId::of::<T>()) {
+            Some(topic) => f(typed::<T>(&**topic)),
+            None => f(typed::<T>(&*self.topic::<T>())),
+        }
+    }
+
+    /// The topic's state, made on first use.
+    fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
+        self.topics
+            .get_or_make(TypeId::of::<T>(), || Arc::new(TopicState::<T>::new()))
+    }
+
+    /// Starts a subscription of `T`: a mailbox, and a worker running `handler`.
+    pub(crate) fn subscribe<T: Topic>(
+        &self,
+        options: Options,
+        handler: impl Run<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let id = self.next_subscription.fetch_add(1, Relaxed);
+        let name: Arc<str> = match &options.name {
+            Some(name) => name.as_str().into(),
+            None => format!("subscription-{id}").into(),
+        };
+        if options.capacity == 0 || options.capacity > Options::MAX_CAPACITY {
+            return Err(SubscribeError::Capacity {
+                name: name.to_string(),
+                capacity: options.capacity,
+            });
+        }
+        // A mailbox allocates every slot up front; an allocation that fails would abort the
+        // process, so make sure now that it can succeed.
+        if Vec::<Slot>::new()
+            .try_reserve_exact(options.capacity)
+            .is_err()
+        {
+            return Err(SubscribeError::OutOfMemory {
+                name: name.to_string(),
+                capacity: options.capacity,
+            });
+        }
+        // Counted, so that a close cannot finish half-way through a subscribe.
+        if !self.lifecycle.begin_subscribe() {
+            return Err(SubscribeError::Closed {
+                name: name.to_string(),
+            });
+        }
+        let started = self.start(id, name, options, handler);
+        self.lifecycle.end_subscribe();
+        started
+    }
+
+    fn start<T: Topic>(
+        &self,
+        id: u64,
+        name: Arc<str>,
+        options: Options,
+        handler: impl Run<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let topic = self.topic::<T>();
+        let typed = typed::<T>(&*topic);
+        let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), |retirer| {
+            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, retirer)
+        });
+        let core = Arc::clone(&outbox.core);
+        self.lifecycle.started(Arc::clone(&core));
+        let context = Context {
+            bus: self.id,
+            lifecycle: Arc::clone(&self.lifecycle),
+            dead_letters: Arc::clone(&self.dead_letters),
+        };
+        if let Err(source) = worker::spawn(inbox, Arc::clone(&core), context, handler) {
+            self.lifecycle.finished(&core);
+            return Err(SubscribeError::Spawn {
+                name: name.to_string(),
+                source,
+            });
+        }
+        typed.add(Arc::new(outbox));
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic,
+        });
+        Ok(core)
+    }
+
+    /// Retires a subscription: nothing published after this arrives, what is queued is
+    /// delivered. Waits for its worker to finish, except where it cannot: from the
+    /// subscription's own handler, or from another handler whose worker the subscription's
+    /// worker waits for (directly or through others: see `deadlock.rs`); there it returns at
+    /// once and the worker finishes later, which a close waits for.
+    pub(crate) fn unsubscribe(&self, core: &Arc<SubscriptionCore>) {
+        let entry = {
+            let mut subscriptions = self.subscriptions.lock();
+            let at = subscriptions.iter().position(|e| e.core.id == core.id);
+            at.map(|at| subscriptions.remove(at))
+        };
+        if let Some(entry) = entry {
+            entry.topic.remove(core.id);
+        }
+        core.retire();
+        match worker::current(self.id) {
+            None => {
+                self.lifecycle.wait_until(None, None, || core.is_finished());
+            }
+            Some(me) if me.id == core.id => {}
+            Some(me) => {
+                let Ok(recorded) = deadlock::record(&me.node, vec![Arc::clone(&core.node)]) else {
+                    return;
+                };
+                self.lifecycle.wait_until(None, Some(RECHECK), || {
+                    core.is_finished() || recorded.leads_back()
+                });
+            }
+        }
+    }
+
+    /// Closes the bus (see `lifecycle.rs`) and reports what it left.
+    pub(crate) fn close(&self, deadline: Option<Instant>) -> CloseReport {
+        let inside = worker::current(self.id).is_some();
+        let closed = self.lifecycle.close(deadline, inside);
+        // What was left, read before a forced stop makes the workers let go of it.
+        let subscriptions = self.every_subscription();
+        if closed == Closed::TimedOut {
+            self.lifecycle.stop();
+        }
+        let hook_finished = match closed {
+            // Workers may still make dead letters.
+            Closed::Begun => true,
+            Closed::Completed => self.dead_letters.close_hook(deadline),
+            Closed::TimedOut | Closed::Stopped => {
+                self.dead_letters.close_hook(Some(Instant::now()))
+            }
+        };
+        if !hook_finished {
+            // Left to finish on its own thread; a later close must not wait for it.
+            self.lifecycle.stop();
+        }
+        if closed != Closed::Begun && !self.announced.swap(true, SeqCst) {
+            observe::closed(|| self.stats(), closed == Closed::Completed);
+        }
+        CloseReport {
+            completed: closed == Closed::Completed && hook_finished,
+            subscriptions,
+            hook_running: !hook_finished,
+        }
+    }
+
+    /// Every subscription not unsubscribed, then every unsubscribed one still running.
+    fn every_subscription(&self) -> Vec<SubscriptionStats> {
+        let mut cores: Vec<_> = {
+            let subscriptions = self.subscriptions.lock();
+            subscriptions.iter().map(|e| Arc::clone(&e.core)).collect()
+        };
+        for core in self.lifecycle.running() {
+            if !cores.iter().any(|c| c.id == core.id) {
+                cores.push(core);
+            }
+        }
+        cores.iter().map(|core| core.stats()).collect()
+    }
+
+    pub(crate) fn stats(&self) -> BusStats {
+        let topics = self.topics.all();
+        let (subscriptions, mut topics) = {
+            let entries = self.subscriptions.lock();
+            let subscriptions = entries.iter().map(|e| e.core.stats()).collect();
+            let topics: Vec<_> = topics
+                .iter()
+                .map(|topic| TopicStats {
+                    name: topic.name(),
+                    published: topic.published(),
+                    subscribers: entries
+                        .iter()
+                        .filter(|e| Arc::ptr_eq(&e.topic, topic))
+                        .count(),
+                })
+                .collect();
+            (subscriptions, topics)
+        };
+        topics.sort_by_key(|topic| topic.name);
+        BusStats {
+            topics,
+            subscriptions,
+            dead_letters: self.dead_letters.len(),
+            dead_letter_hook_skipped: self.dead_letters.hook_skipped(),
+            dead_letters_discarded: self.dead_letters.discarded(),
+        }
+    }
+}
+
+/// A topic's typed state. The directory is keyed by `TypeId::of::<T>()` and only ever holds a
+/// `TopicState<T>` under that key, so the downcast cannot fail.
+fn typed<T: Topic>(topic: &dyn AnyTopic) -> &TopicState<T> {
+    match topic.as_any().downcast_ref::<TopicState<T>>() {
+        Some(topic) => topic,
+        None => unreachable!("the directory holds a TopicState<T> under TypeId::of::<T>()"),
+    }
+}

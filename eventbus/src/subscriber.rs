@@ -1,0 +1,98 @@
+//! What one subscription's publishers, worker and bus share: its name and options, its
+//! counters, its node in the wait graph, a way to retire its mailbox, and whether its worker
+//! has finished.
+//!
+//! A leaf: the delivery kinds (mailbox today) implement [`Retire`]; the engine, the lifecycle
+//! and the workers hold the core.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+
+use crate::deadlock::WaitNode;
+use crate::stats::{Counters, SubscriptionStats};
+use crate::Options;
+
+/// Retiring a subscription's delivery, without its message type.
+pub(crate) trait Retire: Send + Sync {
+    /// Nothing handed out after this returns arrives; the worker delivers what is queued,
+    /// then stops. Never waits.
+    fn retire(&self);
+}
+
+/// What a subscription's publishers, worker and bus share.
+pub(crate) struct SubscriptionCore {
+    pub(crate) id: u64,
+    pub(crate) name: Arc<str>,
+    pub(crate) topic: &'static str,
+    pub(crate) options: Options,
+    pub(crate) counters: Counters,
+    /// This subscription in the wait graph (`deadlock.rs`).
+    pub(crate) node: Arc<WaitNode>,
+    /// The delivery, without its message type: to retire it.
+    delivery: Box<dyn Retire>,
+    /// Set by the worker as the very last thing it does.
+    finished: AtomicBool,
+}
+
+impl SubscriptionCore {
+    pub(crate) fn new(
+        id: u64,
+        name: Arc<str>,
+        topic: &'static str,
+        options: Options,
+        delivery: Box<dyn Retire>,
+    ) -> Self {
+        SubscriptionCore {
+            id,
+            name,
+            topic,
+            options,
+            counters: Counters::default(),
+            node: WaitNode::new(id),
+            delivery,
+            finished: AtomicBool::new(false),
+        }
+    }
+
+    /// Retires the delivery: nothing handed out after this returns arrives; the worker
+    /// delivers what is queued, then stops. Never waits.
+    pub(crate) fn retire(&self) {
+        self.delivery.retire();
+    }
+
+    /// Marks the worker finished; only the worker calls it, last.
+    pub(crate) fn mark_finished(&self) {
+        self.finished.store(true, SeqCst);
+    }
+
+    /// Whether the worker has finished.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.finished.load(SeqCst)
+    }
+
+    /// Messages received, and how many of them are not finished (queued or in the handler).
+    pub(crate) fn received_unfinished(&self) -> (u64, u64) {
+        self.counters.received_unfinished()
+    }
+
+    pub(crate) fn stats(&self) -> SubscriptionStats {
+        SubscriptionStats::read(
+            &self.name,
+            self.topic,
+            self.options.capacity,
+            self.options.overflow,
+            &self.counters,
+        )
+    }
+}
+
+impl fmt::Debug for SubscriptionCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubscriptionCore")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
