@@ -139,3 +139,25 @@ fn bus_new_starts_every_registered_subscriber() {
     // Published nothing, so the other tests' statics are untouched.
     assert!(bus.close_timeout(Duration::from_secs(20)).completed);
 }
+
+#[test]
+fn registered_and_registered_in_together_are_refused_in_either_order() {
+    let builders = [
+        Bus::builder()
+            .registered()
+            .registered_in("registered::shop"),
+        Bus::builder()
+            .registered_in("registered::shop")
+            .registered(),
+    ];
+    for builder in builders {
+        // Unwrapping a bus would start subscribers that other tests count; none publishes.
+        let error = builder.try_build().err().expect("the two selections conflict");
+        assert_eq!(
+            error.to_string(),
+            "both `registered()` (every `#[subscriber]`) and `registered_in(\"registered::shop\")` \
+             (only those modules) were called: keep `registered_in` to start only the \
+             subscribers in those modules, or `registered()` alone to start all"
+        );
+    }
+}
