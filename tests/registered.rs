@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use eventbus::{subscriber, Bus, Message, Overflow, Topic};
+use eventbus::{subscriber, BuildError, Bus, Message, Overflow, Topic};
 
 #[derive(Topic, Debug, Clone, Copy, PartialEq)]
 #[topic(name = "orders.placed")]
@@ -153,6 +153,10 @@ fn registered_and_registered_in_together_are_refused_in_either_order() {
     for builder in builders {
         // Unwrapping a bus would start subscribers that other tests count; none publishes.
         let error = builder.try_build().err().expect("the two selections conflict");
+        assert!(matches!(
+            &error,
+            BuildError::ConflictingSelection { modules } if modules == &["registered::shop"]
+        ));
         assert_eq!(
             error.to_string(),
             "both `registered()` (every `#[subscriber]`) and `registered_in(\"registered::shop\")` \

@@ -30,11 +30,20 @@ pub struct BusBuilder {
     on_dead_letter: Option<Hook>,
 }
 
-#[derive(Debug, Clone)]
-enum Selection {
-    /// The listed module prefixes (none: no registered subscriber).
-    In(Vec<String>),
-    All,
+/// Which registered subscribers to start. Both fields are kept, rather than one replacing
+/// the other, so that `try_build` can refuse a builder told both, in either order.
+#[derive(Debug, Clone, Default)]
+struct Selection {
+    /// `registered()` was called.
+    all: bool,
+    /// The module prefixes given to `registered_in`.
+    modules: Vec<String>,
+}
+
+impl Selection {
+    fn chooses(&self, registration: &Registration) -> bool {
+        self.all || self.modules.iter().any(|m| registration.is_in(m))
+    }
 }
 
 /// Why [`BusBuilder::try_build`] could not build the bus. Nothing was started.
@@ -50,6 +59,12 @@ pub enum BuildError {
     },
     /// A chosen subscriber could not start.
     Subscribe(SubscribeError),
+    /// Both [`BusBuilder::registered`] (every subscriber) and [`BusBuilder::registered_in`]
+    /// (only some modules) were called, so which subscribers were meant is unclear.
+    ConflictingSelection {
+        /// The modules given to `registered_in`.
+        modules: Vec<String>,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -61,6 +76,16 @@ impl fmt::Display for BuildError {
                  `{state}`: add `.state(...)` with one before `.build()`"
             ),
             BuildError::Subscribe(error) => write!(f, "{error}"),
+            BuildError::ConflictingSelection { modules } => {
+                let modules: Vec<String> = modules.iter().map(|m| format!("{m:?}")).collect();
+                write!(
+                    f,
+                    "both `registered()` (every `#[subscriber]`) and `registered_in({})` (only \
+                     those modules) were called: keep `registered_in` to start only the \
+                     subscribers in those modules, or `registered()` alone to start all",
+                    modules.join(", ")
+                )
+            }
         }
     }
 }
@@ -69,7 +94,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Subscribe(error) => Some(error),
-            BuildError::MissingState { .. } => None,
+            BuildError::MissingState { .. } | BuildError::ConflictingSelection { .. } => None,
         }
     }
 }
@@ -77,7 +102,7 @@ impl std::error::Error for BuildError {
 impl BusBuilder {
     pub(crate) fn new() -> Self {
         BusBuilder {
-            selection: Selection::In(Vec::new()),
+            selection: Selection::default(),
             dead_letter_capacity: DEFAULT_DEAD_LETTER_CAPACITY,
             states: States::default(),
             on_dead_letter: None,
@@ -85,18 +110,23 @@ impl BusBuilder {
     }
 
     /// Starts every `#[subscriber]` in the program.
+    ///
+    /// Not together with [`registered_in`](BusBuilder::registered_in):
+    /// [`try_build`](BusBuilder::try_build) refuses a builder given both.
     pub fn registered(mut self) -> Self {
-        self.selection = Selection::All;
+        self.selection.all = true;
         self
     }
 
     /// Starts the `#[subscriber]` functions defined in module `prefix` or its submodules
     /// (`"app::billing"` takes `app::billing` and `app::billing::refunds`, not
     /// `app::billing_v2`). Call it again to add more modules.
+    ///
+    /// Not together with [`registered`](BusBuilder::registered):
+    /// [`try_build`](BusBuilder::try_build) refuses a builder given both, in either order,
+    /// with [`BuildError::ConflictingSelection`].
     pub fn registered_in(mut self, prefix: impl Into<String>) -> Self {
-        if let Selection::In(prefixes) = &mut self.selection {
-            prefixes.push(prefix.into());
-        }
+        self.selection.modules.push(prefix.into());
         self
     }
 
@@ -159,7 +189,8 @@ impl BusBuilder {
     ///
     /// # Errors
     ///
-    /// [`BuildError::MissingState`] naming the subscriber and the type; or
+    /// [`BuildError::ConflictingSelection`] if both `registered()` and `registered_in(...)`
+    /// were called; [`BuildError::MissingState`] naming the subscriber and the type; or
     /// [`BuildError::Subscribe`] if a worker thread cannot start (the subscribers already
     /// started are closed again).
     ///
@@ -180,12 +211,14 @@ impl BusBuilder {
     /// assert!(error.to_string().starts_with("subscriber `pinger` takes `State<"));
     /// ```
     pub fn try_build(self) -> Result<Bus, BuildError> {
+        if self.selection.all && !self.selection.modules.is_empty() {
+            return Err(BuildError::ConflictingSelection {
+                modules: self.selection.modules,
+            });
+        }
         let chosen: Vec<&Registration> = Registration::all()
             .into_iter()
-            .filter(|registration| match &self.selection {
-                Selection::All => true,
-                Selection::In(prefixes) => prefixes.iter().any(|p| registration.is_in(p)),
-            })
+            .filter(|registration| self.selection.chooses(registration))
             .collect();
         for registration in &chosen {
             if let Some(key) = registration
