@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use eventbus::{subscriber, BuildError, Bus, Message, Overflow, Topic};
+use eventbus::{subscriber, BuildError, Bus, Message, Options, Overflow, Topic};
 
 #[derive(Topic, Debug, Clone, Copy, PartialEq)]
 #[topic(name = "orders.placed")]
@@ -164,4 +164,54 @@ fn registered_and_registered_in_together_are_refused_in_either_order() {
              subscribers in those modules, or `registered()` alone to start all"
         );
     }
+}
+
+#[test]
+fn bus_registered_lists_every_subscriber_with_its_topic_place_and_options() {
+    let listed: Vec<_> = Bus::registered()
+        .into_iter()
+        .map(|s| (s.name, s.topic, s.module_path, s.function))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "registered::elsewhere::never_started_by_the_shop_tests".to_owned(),
+                "orders.placed",
+                "registered::elsewhere",
+                "never_started_by_the_shop_tests"
+            ),
+            (
+                "registered::shop::reserve_stock".to_owned(),
+                "orders.placed",
+                "registered::shop",
+                "reserve_stock"
+            ),
+            (
+                "registered::shop::send_email".to_owned(),
+                "orders.placed",
+                "registered::shop",
+                "send_email"
+            ),
+            (
+                "warehouse.confirm".to_owned(),
+                "StockReserved",
+                "registered::shop",
+                "confirm"
+            ),
+        ]
+    );
+    let email = Bus::registered()
+        .into_iter()
+        .find(|s| s.function == "send_email")
+        .unwrap();
+    assert_eq!(
+        email.options,
+        Options::default()
+            .capacity(100)
+            .overflow(Overflow::DropOldest)
+            .retries(3)
+            .backoff(Duration::from_millis(1))
+            .name("registered::shop::send_email")
+    );
 }

@@ -93,9 +93,14 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         ..
     } = settings;
     let start = format_ident!("__eventbus_start_{}", function);
+    let topic_name = format_ident!("__eventbus_topic_{}", function);
     quote! {
         #[doc(hidden)]
         const _: () = {
+            fn #topic_name() -> &'static str {
+                use ::eventbus::__private::{TopicNameFallback as _, TopicNameOfTopic as _};
+                (&::eventbus::__private::TopicName::<#topic>::NEW).name()
+            }
             fn #start(
                 bus: &::eventbus::Bus,
                 options: ::eventbus::Options,
@@ -114,6 +119,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                 ::eventbus::__private::Registration {
                     module_path: ::core::module_path!(),
                     function: ::core::stringify!(#function),
+                    topic: #topic_name,
                     name: #name,
                     capacity: #capacity,
                     overflow: ::eventbus::Overflow::#overflow,

@@ -220,6 +220,7 @@ pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
 pub use options::{Options, Overflow, DEFAULT_BACKOFF, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub use registry::RegisteredSubscriber;
 pub use state::State;
 pub use stats::{BusStats, SubscriptionStats, TopicStats};
 pub use subscription::Subscription;
@@ -286,5 +287,44 @@ pub mod __private {
     /// The handler's return value as an attempt's outcome.
     pub fn into_result<R: HandlerResult>(result: R) -> Result<(), String> {
         result.into_result()
+    }
+
+    /// Names topic `T` for a registration: `(&TopicName::<T>::NEW).name()` is `T::name()`.
+    ///
+    /// When `T` is not a topic, the subscribe call in the same expansion already says so;
+    /// a plain `<T as Topic>::name` would say it a second time. So the call goes through
+    /// autoref specialisation: method lookup tries `TopicName<T>` (which has `name` only if
+    /// `T: Topic`) before `&TopicName<T>` (which always has it, and is never run, because the
+    /// expansion does not compile then).
+    pub struct TopicName<T: ?Sized>(std::marker::PhantomData<fn() -> T>);
+
+    impl<T: ?Sized> TopicName<T> {
+        pub const NEW: Self = TopicName(std::marker::PhantomData);
+    }
+
+    impl<T: ?Sized> std::fmt::Debug for TopicName<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("TopicName")
+        }
+    }
+
+    pub trait TopicNameOfTopic {
+        fn name(&self) -> &'static str;
+    }
+
+    impl<T: Topic> TopicNameOfTopic for TopicName<T> {
+        fn name(&self) -> &'static str {
+            T::name()
+        }
+    }
+
+    pub trait TopicNameFallback {
+        fn name(&self) -> &'static str;
+    }
+
+    impl<T: ?Sized> TopicNameFallback for &TopicName<T> {
+        fn name(&self) -> &'static str {
+            unreachable!("a registration whose message type is not a topic does not compile")
+        }
     }
 }
