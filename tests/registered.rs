@@ -215,3 +215,63 @@ fn bus_registered_lists_every_subscriber_with_its_topic_place_and_options() {
             .name("registered::shop::send_email")
     );
 }
+
+#[test]
+fn require_accepts_a_started_subscriber_by_name_or_by_path() {
+    let bus = Bus::builder()
+        .registered_in("registered::shop")
+        .require("warehouse.confirm")
+        .require("registered::shop::confirm")
+        .require("registered::shop::send_email")
+        .try_build()
+        .unwrap();
+    bus.close();
+}
+
+#[test]
+fn require_fails_the_build_naming_the_missing_and_saying_why() {
+    // Not in the program at all: what a crate the linker left out looks like.
+    let error = Bus::builder()
+        .registered_in("registered::shop")
+        .require("email::send_receipt")
+        .require("registered::shop::send_email")
+        .require("audit")
+        .try_build()
+        .err()
+        .expect("two are missing");
+    assert!(matches!(
+        &error,
+        BuildError::MissingSubscribers { unregistered, unselected }
+            if unregistered == &["email::send_receipt", "audit"] && unselected.is_empty()
+    ));
+    assert_eq!(
+        error.to_string(),
+        "no `#[subscriber]` named `email::send_receipt`, `audit` is in this program. A library \
+         crate's subscribers are linked in only if the program refers to that crate: add \
+         `use email as _;` and `use its_crate as _;` to the binary. `Bus::registered()` lists \
+         the subscribers that are in"
+    );
+
+    // In the program, outside the builder's selection; both kinds at once.
+    let error = Bus::builder()
+        .registered_in("registered::shop")
+        .require("registered::elsewhere::never_started_by_the_shop_tests")
+        .require("email::send_receipt")
+        .try_build()
+        .err()
+        .expect("one is not chosen, one is missing");
+    assert!(matches!(
+        &error,
+        BuildError::MissingSubscribers { unregistered, unselected }
+            if unregistered == &["email::send_receipt"]
+                && unselected == &["registered::elsewhere::never_started_by_the_shop_tests"]
+    ));
+    assert_eq!(
+        error.to_string(),
+        "no `#[subscriber]` named `email::send_receipt` is in this program. A library crate's \
+         subscribers are linked in only if the program refers to that crate: add \
+         `use email as _;` to the binary. `Bus::registered()` lists the subscribers that are \
+         in; and `registered::elsewhere::never_started_by_the_shop_tests` is in this program, \
+         but this builder does not start it: add `.registered_in(\"...\")` with its module"
+    );
+}

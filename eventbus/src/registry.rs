@@ -5,7 +5,7 @@
 //! `inventory` collects a registration from every crate the linker keeps, and the linker
 //! keeps a library crate only if the program refers to it: a crate of subscribers that
 //! nothing names contributes none. The crate docs ("Applications of many crates") give the
-//! fix; `Bus::registered` makes the omission visible.
+//! fix; `Bus::registered` and `BusBuilder::require` make the omission visible.
 
 use std::time::Duration;
 
@@ -99,7 +99,10 @@ impl Bus {
     ///
     /// It lists what the linker kept: a `#[subscriber]` in a library crate that the program
     /// never refers to is missing (see "Applications of many crates" in the crate docs; the
-    /// fix is one line, `use that_crate as _;`).
+    /// fix is one line, `use that_crate as _;`). [`BusBuilder::require`] makes the build
+    /// fail when a subscriber is missing.
+    ///
+    /// [`BusBuilder::require`]: crate::BusBuilder::require
     ///
     /// # Examples
     ///
