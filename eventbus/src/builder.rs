@@ -175,7 +175,10 @@ impl BusBuilder {
         }
     }
 
-    /// Starts every `#[subscriber]` in the program.
+    /// Starts every `#[subscriber]` in the binary, those of its dependencies included (what
+    /// [`Bus::new`] does). A library crate that the binary never refers to is left out by the
+    /// linker, and its subscribers with it: see "Applications of many crates" in the crate
+    /// docs. [`Bus::registered`] lists what this starts.
     ///
     /// Not together with [`registered_in`](BusBuilder::registered_in):
     /// [`try_build`](BusBuilder::try_build) refuses a builder given both.
