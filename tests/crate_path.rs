@@ -28,20 +28,27 @@ mod handlers {
 
     #[subscriber(crate = crate::framework::bus_lib, retries = 1, backoff = "1ms")]
     fn forward(ping: &Message<Ping>, bus: &Bus, prefix: State<String>) {
-        SEEN.lock().unwrap().push(format!("{}{} #{}", *prefix, ping.0, ping.seq()));
+        SEEN.lock()
+            .unwrap()
+            .push(format!("{}{} #{}", *prefix, ping.0, ping.seq()));
         bus.publish(Envelope(ping.0 * 10)).unwrap();
     }
 
     #[subscriber(crate = super::framework::bus_lib, name = "unwrap")]
     fn unwrap(envelope: &Envelope<u32>) -> Result<(), String> {
-        SEEN.lock().unwrap().push(format!("envelope {}", envelope.0));
+        SEEN.lock()
+            .unwrap()
+            .push(format!("envelope {}", envelope.0));
         Ok(())
     }
 }
 
 #[test]
 fn topics_and_subscribers_work_through_a_reexport() {
-    assert_eq!(<Ping as framework::bus_lib::Topic>::name(), "crate_path.ping");
+    assert_eq!(
+        <Ping as framework::bus_lib::Topic>::name(),
+        "crate_path.ping"
+    );
     assert_eq!(
         <Envelope<u32> as framework::bus_lib::Topic>::name(),
         "Envelope<u32>"
@@ -53,7 +60,10 @@ fn topics_and_subscribers_work_through_a_reexport() {
         .build();
     bus.publish(Ping(4)).unwrap();
     bus.close();
-    assert_eq!(*handlers::SEEN.lock().unwrap(), ["ping 4 #0", "envelope 40"]);
+    assert_eq!(
+        *handlers::SEEN.lock().unwrap(),
+        ["ping 4 #0", "envelope 40"]
+    );
 
     let registered: Vec<_> = Bus::registered()
         .into_iter()
@@ -62,9 +72,11 @@ fn topics_and_subscribers_work_through_a_reexport() {
     assert_eq!(
         registered,
         [
-            ("crate_path::handlers::forward".to_owned(), "crate_path.ping"),
+            (
+                "crate_path::handlers::forward".to_owned(),
+                "crate_path.ping"
+            ),
             ("unwrap".to_owned(), "Envelope<u32>")
         ]
     );
-
 }

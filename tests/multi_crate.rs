@@ -171,9 +171,9 @@ fn subscribers_of_another_crate_register_when_the_binary_refers_to_that_crate() 
         "{unreferenced}"
     );
     assert!(
-        unreferenced
-            .starts_with("error: no `#[subscriber]` named `handlers::send_receipt` is in this program")
-            && unreferenced.contains("add `use handlers as _;` to the binary"),
+        unreferenced.starts_with(
+            "error: no `#[subscriber]` named `handlers::send_receipt` is in this program"
+        ) && unreferenced.contains("add `use handlers as _;` to the binary"),
         "{unreferenced}"
     );
 
@@ -190,7 +190,10 @@ fn subscribers_of_another_crate_register_when_the_binary_refers_to_that_crate() 
 fn write_fixture(fixture: &Path, eventbus: &Path) {
     let eventbus = eventbus.canonicalize().unwrap();
     let eventbus = eventbus.to_str().unwrap();
-    assert!(!eventbus.contains('\''), "a TOML literal string cannot hold {eventbus}");
+    assert!(
+        !eventbus.contains('\''),
+        "a TOML literal string cannot hold {eventbus}"
+    );
     for (path, contents) in FILES {
         let contents = contents.replace("{eventbus}", eventbus);
         write_if_changed(&fixture.join(path), &contents);

@@ -151,8 +151,9 @@ fn registered_and_registered_in_together_are_refused_in_either_order() {
             .registered(),
     ];
     for builder in builders {
-        // Unwrapping a bus would start subscribers that other tests count; none publishes.
-        let error = builder.try_build().err().expect("the two selections conflict");
+        let error = builder
+            .try_build()
+            .expect_err("the two selections conflict");
         assert!(matches!(
             &error,
             BuildError::ConflictingSelection { modules } if modules == &["registered::shop"]
@@ -237,8 +238,7 @@ fn require_fails_the_build_naming_the_missing_and_saying_why() {
         .require("registered::shop::send_email")
         .require("audit")
         .try_build()
-        .err()
-        .expect("two are missing");
+        .expect_err("two are missing");
     assert!(matches!(
         &error,
         BuildError::MissingSubscribers { unregistered, unselected }
@@ -258,8 +258,7 @@ fn require_fails_the_build_naming_the_missing_and_saying_why() {
         .require("registered::elsewhere::never_started_by_the_shop_tests")
         .require("email::send_receipt")
         .try_build()
-        .err()
-        .expect("one is not chosen, one is missing");
+        .expect_err("one is not chosen, one is missing");
     assert!(matches!(
         &error,
         BuildError::MissingSubscribers { unregistered, unselected }

@@ -99,7 +99,12 @@ pub(crate) fn topic_args(attrs: &[Attribute], errors: &mut Errors) -> TopicArgs 
             let key = meta.path.get_ident().map(ToString::to_string);
             match (key.as_deref().unwrap_or_default(), value) {
                 ("name", Some(value)) => {
-                    set(&mut parsed.name, string("name", value, errors), &meta, errors);
+                    set(
+                        &mut parsed.name,
+                        string("name", value, errors),
+                        &meta,
+                        errors,
+                    );
                 }
                 ("crate", Some(value)) => {
                     set(&mut parsed.krate, path(value, errors), &meta, errors);

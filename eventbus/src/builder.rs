@@ -116,14 +116,15 @@ impl fmt::Display for BuildError {
                     f.write_str("; and ")?;
                 }
                 if !unselected.is_empty() {
+                    let (is, it, its) = match unselected.len() {
+                        1 => ("is", "it", "its"),
+                        _ => ("are", "them", "their"),
+                    };
                     write!(
                         f,
-                        "{} {} in this program, but this builder does not start {}: add \
-                         `.registered_in(\"...\")` with {} module",
+                        "{} {is} in this program, but this builder does not start {it}: add \
+                         `.registered_in(\"...\")` with {its} module",
                         quoted(unselected),
-                        if unselected.len() == 1 { "is" } else { "are" },
-                        if unselected.len() == 1 { "it" } else { "them" },
-                        if unselected.len() == 1 { "its" } else { "their" },
                     )?;
                 }
                 Ok(())
@@ -155,7 +156,9 @@ fn quoted(names: &[String]) -> String {
 fn link_hint(names: &[String]) -> String {
     let mut crates: Vec<&str> = Vec::new();
     for name in names {
-        let krate = name.split_once("::").map_or("its_crate", |(krate, _)| krate);
+        let krate = name
+            .split_once("::")
+            .map_or("its_crate", |(krate, _)| krate);
         if !crates.contains(&krate) {
             crates.push(krate);
         }
