@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use eventbus::{subscriber, Bus, Message, Overflow, Topic};
+use eventbus::{subscriber, BuildError, Bus, Message, Options, Overflow, Topic};
 
 #[derive(Topic, Debug, Clone, Copy, PartialEq)]
 #[topic(name = "orders.placed")]
@@ -138,4 +138,139 @@ fn bus_new_starts_every_registered_subscriber() {
     assert!(names.contains(&"registered::elsewhere::never_started_by_the_shop_tests".to_owned()));
     // Published nothing, so the other tests' statics are untouched.
     assert!(bus.close_timeout(Duration::from_secs(20)).completed);
+}
+
+#[test]
+fn registered_and_registered_in_together_are_refused_in_either_order() {
+    let builders = [
+        Bus::builder()
+            .registered()
+            .registered_in("registered::shop"),
+        Bus::builder()
+            .registered_in("registered::shop")
+            .registered(),
+    ];
+    for builder in builders {
+        let error = builder
+            .try_build()
+            .expect_err("the two selections conflict");
+        assert!(matches!(
+            &error,
+            BuildError::ConflictingSelection { modules } if modules == &["registered::shop"]
+        ));
+        assert_eq!(
+            error.to_string(),
+            "both `registered()` (every `#[subscriber]`) and `registered_in(\"registered::shop\")` \
+             (only those modules) were called: keep `registered_in` to start only the \
+             subscribers in those modules, or `registered()` alone to start all"
+        );
+    }
+}
+
+#[test]
+fn bus_registered_lists_every_subscriber_with_its_topic_place_and_options() {
+    let listed: Vec<_> = Bus::registered()
+        .into_iter()
+        .map(|s| (s.name, s.topic, s.module_path, s.function))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "registered::elsewhere::never_started_by_the_shop_tests".to_owned(),
+                "orders.placed",
+                "registered::elsewhere",
+                "never_started_by_the_shop_tests"
+            ),
+            (
+                "registered::shop::reserve_stock".to_owned(),
+                "orders.placed",
+                "registered::shop",
+                "reserve_stock"
+            ),
+            (
+                "registered::shop::send_email".to_owned(),
+                "orders.placed",
+                "registered::shop",
+                "send_email"
+            ),
+            (
+                "warehouse.confirm".to_owned(),
+                "StockReserved",
+                "registered::shop",
+                "confirm"
+            ),
+        ]
+    );
+    let email = Bus::registered()
+        .into_iter()
+        .find(|s| s.function == "send_email")
+        .unwrap();
+    assert_eq!(
+        email.options,
+        Options::default()
+            .capacity(100)
+            .overflow(Overflow::DropOldest)
+            .retries(3)
+            .backoff(Duration::from_millis(1))
+            .name("registered::shop::send_email")
+    );
+}
+
+#[test]
+fn require_accepts_a_started_subscriber_by_name_or_by_path() {
+    let bus = Bus::builder()
+        .registered_in("registered::shop")
+        .require("warehouse.confirm")
+        .require("registered::shop::confirm")
+        .require("registered::shop::send_email")
+        .try_build()
+        .unwrap();
+    bus.close();
+}
+
+#[test]
+fn require_fails_the_build_naming_the_missing_and_saying_why() {
+    // Not in the program at all: what a crate the linker left out looks like.
+    let error = Bus::builder()
+        .registered_in("registered::shop")
+        .require("email::send_receipt")
+        .require("registered::shop::send_email")
+        .require("audit")
+        .try_build()
+        .expect_err("two are missing");
+    assert!(matches!(
+        &error,
+        BuildError::MissingSubscribers { unregistered, unselected }
+            if unregistered == &["email::send_receipt", "audit"] && unselected.is_empty()
+    ));
+    assert_eq!(
+        error.to_string(),
+        "no `#[subscriber]` named `email::send_receipt`, `audit` is in this program. A library \
+         crate's subscribers are linked in only if the program refers to that crate: add \
+         `use email as _;` and `use its_crate as _;` to the binary. `Bus::registered()` lists \
+         the subscribers that are in"
+    );
+
+    // In the program, outside the builder's selection; both kinds at once.
+    let error = Bus::builder()
+        .registered_in("registered::shop")
+        .require("registered::elsewhere::never_started_by_the_shop_tests")
+        .require("email::send_receipt")
+        .try_build()
+        .expect_err("one is not chosen, one is missing");
+    assert!(matches!(
+        &error,
+        BuildError::MissingSubscribers { unregistered, unselected }
+            if unregistered == &["email::send_receipt"]
+                && unselected == &["registered::elsewhere::never_started_by_the_shop_tests"]
+    ));
+    assert_eq!(
+        error.to_string(),
+        "no `#[subscriber]` named `email::send_receipt` is in this program. A library crate's \
+         subscribers are linked in only if the program refers to that crate: add \
+         `use email as _;` to the binary. `Bus::registered()` lists the subscribers that are \
+         in; and `registered::elsewhere::never_started_by_the_shop_tests` is in this program, \
+         but this builder does not start it: add `.registered_in(\"...\")` with its module"
+    );
 }

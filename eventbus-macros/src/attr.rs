@@ -1,5 +1,6 @@
-//! Parsing the macros' options: `#[subscriber(key = value, ...)]` and `#[topic(name = "...")]`.
-//! Values are kept as written, with their spans; `valid` judges them.
+//! Parsing the macros' options: `#[subscriber(key = value, ...)]` and
+//! `#[topic(key = value, ...)]`. Values are kept as written, with their spans; `valid` judges
+//! them.
 
 use proc_macro2::TokenStream;
 use syn::meta::ParseNestedMeta;
@@ -8,7 +9,8 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 
 use crate::errors::Errors;
 
-pub(crate) const SUBSCRIBER_OPTIONS: &str = "capacity, overflow, retries, backoff, name";
+pub(crate) const SUBSCRIBER_OPTIONS: &str = "capacity, overflow, retries, backoff, name, crate";
+pub(crate) const TOPIC_OPTIONS: &str = "name, crate";
 
 /// `#[subscriber(...)]` as written.
 #[derive(Default)]
@@ -18,6 +20,7 @@ pub(crate) struct SubscriberArgs {
     pub(crate) retries: Option<LitInt>,
     pub(crate) backoff: Option<LitStr>,
     pub(crate) name: Option<LitStr>,
+    pub(crate) krate: Option<Path>,
 }
 
 pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> SubscriberArgs {
@@ -25,7 +28,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
     let parser = syn::meta::parser(|meta| {
         let Some(key) = meta.path.get_ident().map(ToString::to_string) else {
             skip_value(&meta)?;
-            errors.spanned(&meta.path, unknown_option(&meta.path));
+            errors.spanned(&meta.path, unknown_option("subscriber", &meta.path));
             return Ok(());
         };
         let Some(value) = skip_value(&meta)? else {
@@ -50,6 +53,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
                 errors,
             ),
             "name" => set(&mut parsed.name, string(&key, value, errors), &meta, errors),
+            "crate" => set(&mut parsed.krate, path(value, errors), &meta, errors),
             "overflow" => {
                 let path = match value {
                     Expr::Path(path) if path.qself.is_none() => Some(path.path),
@@ -63,7 +67,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
                 };
                 set(&mut parsed.overflow, path, &meta, errors);
             }
-            _ => errors.spanned(&meta.path, unknown_option(&meta.path)),
+            _ => errors.spanned(&meta.path, unknown_option("subscriber", &meta.path)),
         }
         Ok(())
     });
@@ -77,29 +81,40 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
 #[derive(Default)]
 pub(crate) struct TopicArgs {
     pub(crate) name: Option<LitStr>,
+    pub(crate) krate: Option<Path>,
 }
 
 pub(crate) fn topic_args(attrs: &[Attribute], errors: &mut Errors) -> TopicArgs {
     let mut parsed = TopicArgs::default();
     for attr in attrs.iter().filter(|a| a.path().is_ident("topic")) {
         if !matches!(attr.meta, syn::Meta::List(_)) {
-            errors.spanned(attr, "expected `#[topic(name = \"...\")]`");
+            errors.spanned(
+                attr,
+                format_args!("expected `#[topic(key = value, ...)]` with keys: {TOPIC_OPTIONS}"),
+            );
             continue;
         }
         let result = attr.parse_nested_meta(|meta| {
             let value = skip_value(&meta)?;
-            if !meta.path.is_ident("name") || value.is_none() {
-                errors.spanned(
+            let key = meta.path.get_ident().map(ToString::to_string);
+            match (key.as_deref().unwrap_or_default(), value) {
+                ("name", Some(value)) => {
+                    set(
+                        &mut parsed.name,
+                        string("name", value, errors),
+                        &meta,
+                        errors,
+                    );
+                }
+                ("crate", Some(value)) => {
+                    set(&mut parsed.krate, path(value, errors), &meta, errors);
+                }
+                (key @ ("name" | "crate"), None) => errors.spanned(
                     &meta.path,
-                    format_args!(
-                        "unknown topic option `{}`; the only option is `name = \"...\"`",
-                        path_text(&meta.path)
-                    ),
-                );
-                return Ok(());
+                    format_args!("`{key}` needs a value, e.g. `{}`", example(key)),
+                ),
+                _ => errors.spanned(&meta.path, unknown_option("topic", &meta.path)),
             }
-            let name = value.and_then(|v| string("name", v, errors));
-            set(&mut parsed.name, name, &meta, errors);
             Ok(())
         });
         if let Err(error) = result {
@@ -157,8 +172,32 @@ fn string(key: &str, value: Expr, errors: &mut Errors) -> Option<LitStr> {
     }
 }
 
+/// `crate = some::path`: a path as written, resolved where the macro is used.
+fn path(value: Expr, errors: &mut Errors) -> Option<Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => Some(path.path),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(string),
+            ..
+        }) => {
+            let message = format!(
+                "`crate` takes a path, not a string: `crate = {}`",
+                string.value()
+            );
+            errors.spanned(string, message);
+            None
+        }
+        other => {
+            let message = format!("`crate` takes a path, e.g. `{}`", example("crate"));
+            errors.spanned(other, message);
+            None
+        }
+    }
+}
+
 fn example(key: &str) -> &'static str {
     match key {
+        "crate" => "crate = my_framework::eventbus",
         "capacity" => "capacity = 100",
         "retries" => "retries = 3",
         "backoff" => "backoff = \"10ms\"",
@@ -167,9 +206,15 @@ fn example(key: &str) -> &'static str {
     }
 }
 
-fn unknown_option(path: &Path) -> String {
+/// What an unknown key of `#[subscriber(...)]` or `#[topic(...)]` gets: the valid keys.
+fn unknown_option(kind: &str, path: &Path) -> String {
+    let expected = if kind == "topic" {
+        TOPIC_OPTIONS
+    } else {
+        SUBSCRIBER_OPTIONS
+    };
     format!(
-        "unknown subscriber option `{}`; expected one of: {SUBSCRIBER_OPTIONS}",
+        "unknown {kind} option `{}`; expected one of: {expected}",
         path_text(path)
     )
 }

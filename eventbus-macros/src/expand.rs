@@ -1,7 +1,9 @@
-//! Code generation. The expansion names the runtime only by absolute path
-//! (`::eventbus::...`), so users need nothing but `eventbus` in their `Cargo.toml`.
+//! Code generation. The expansion names the runtime only by absolute path, `::eventbus`, so
+//! users need nothing but `eventbus` in their `Cargo.toml`; or, with `crate = path`, by the
+//! path given, for crates that re-export `eventbus` under another name. `#[subscriber]`
+//! writes that path once, in a `use` in its block, and names the alias everywhere else.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{DeriveInput, GenericParam, ItemFn};
@@ -41,8 +43,19 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
 fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
     let function = &handler.function.sig.ident;
     let topic = handler.topic;
+    // The runtime is named once, by an alias in the expansion's block, so that a wrong
+    // `crate = path` is one error, at the path, however often the expansion uses it.
+    let runtime = &settings.krate;
+    let krate = &quote!(__eventbus);
+    // Spanned so that the error lands on the path, not the whole attribute.
+    let path_span = runtime
+        .clone()
+        .into_iter()
+        .last()
+        .map_or_else(Span::call_site, |token| token.span());
+    let alias = at(&quote!(as #krate), path_span);
     let message = match handler.message {
-        MessageParam::Payload => quote!(::eventbus::Message::payload(__message)),
+        MessageParam::Payload => quote!(#krate::Message::payload(__message)),
         MessageParam::Whole => quote!(__message),
     };
     let mut states = Vec::new();
@@ -52,9 +65,10 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         match *extra {
             Extra::State { ty, by_ref } => {
                 let slot = format_ident!("__state_{}", states.len());
-                states.push(quote_spanned!(ty.span()=> ::eventbus::__private::state_key::<#ty>()));
+                let krate = at(krate, ty.span());
+                states.push(quote_spanned!(ty.span()=> #krate::__private::state_key::<#ty>()));
                 resolve.push(quote_spanned! {ty.span()=>
-                    let #slot = ::eventbus::__private::state::<#ty>(bus, &options)?;
+                    let #slot = #krate::__private::state::<#ty>(bus, &options)?;
                 });
                 arguments.push(if by_ref {
                     quote!(&#slot)
@@ -63,24 +77,32 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                 });
             }
             // Spanned so that a parameter that is not `&Bus` is reported on its type.
-            Extra::Bus(ty) => arguments.push(quote_spanned! {ty.span()=>
-                <#ty as ::eventbus::__private::FromBus<'_>>::from_bus(__bus)
-            }),
+            Extra::Bus(ty) => {
+                let krate = at(krate, ty.span());
+                arguments.push(quote_spanned! {ty.span()=>
+                    <#ty as #krate::__private::FromBus<'_>>::from_bus(__bus)
+                });
+            }
         }
     }
     let call = quote!(#function(#message #(, #arguments)*));
     // Spanned so that a return type that is neither `()` nor `Result<(), E>` is reported on
     // the return type.
     let result = match handler.output {
-        Some(output) => quote_spanned! {output.span()=>
-            let __result = #call;
-            ::eventbus::__private::into_result(__result)
-        },
-        None => quote!(::eventbus::__private::into_result(#call)),
+        Some(output) => {
+            let krate = at(krate, output.span());
+            quote_spanned! {output.span()=>
+                let __result = #call;
+                #krate::__private::into_result(__result)
+            }
+        }
+        None => quote!(#krate::__private::into_result(#call)),
     };
     // Spanned so that "not a topic" is reported on the message type.
-    let subscribe =
-        quote_spanned!(topic.span()=> ::eventbus::__private::subscribe_registered::<#topic, _>);
+    let subscribe = {
+        let krate = at(krate, topic.span());
+        quote_spanned!(topic.span()=> #krate::__private::subscribe_registered::<#topic, _>)
+    };
     let name = match &settings.name {
         Some(name) => quote!(::core::option::Option::Some(#name)),
         None => quote!(::core::option::Option::None),
@@ -93,30 +115,38 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         ..
     } = settings;
     let start = format_ident!("__eventbus_start_{}", function);
+    let topic_name = format_ident!("__eventbus_topic_{}", function);
     quote! {
         #[doc(hidden)]
         const _: () = {
+            use #runtime #alias;
+
+            fn #topic_name() -> &'static str {
+                use #krate::__private::{TopicNameFallback as _, TopicNameOfTopic as _};
+                (&#krate::__private::TopicName::<#topic>::NEW).name()
+            }
             fn #start(
-                bus: &::eventbus::Bus,
-                options: ::eventbus::Options,
-            ) -> ::core::result::Result<::eventbus::Subscription, ::eventbus::SubscribeError> {
+                bus: &#krate::Bus,
+                options: #krate::Options,
+            ) -> ::core::result::Result<#krate::Subscription, #krate::SubscribeError> {
                 #(#resolve)*
                 #subscribe(
                     bus,
                     options,
-                    move |__message: &::eventbus::Message<#topic>, __bus: &::eventbus::Bus| {
+                    move |__message: &#krate::Message<#topic>, __bus: &#krate::Bus| {
                         let _ = __bus;
                         #result
                     },
                 )
             }
-            ::eventbus::__private::inventory::submit! {
-                ::eventbus::__private::Registration {
+            #krate::__private::inventory::submit! {
+                #krate::__private::Registration {
                     module_path: ::core::module_path!(),
                     function: ::core::stringify!(#function),
+                    topic: #topic_name,
                     name: #name,
                     capacity: #capacity,
-                    overflow: ::eventbus::Overflow::#overflow,
+                    overflow: #krate::Overflow::#overflow,
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
                     states: &[#(#states),*],
@@ -127,6 +157,25 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
     }
 }
 
+/// `krate` with every token at `span`, for a `quote_spanned!` that puts an error on the
+/// user's code: tokens interpolated there keep their own span, which would widen the error's
+/// span to the attribute.
+fn at(krate: &TokenStream, span: Span) -> TokenStream {
+    krate
+        .clone()
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), at(&group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            }
+            token.set_span(span);
+            token
+        })
+        .collect()
+}
+
 pub(crate) fn topic(input: TokenStream) -> TokenStream {
     let input: DeriveInput = match syn::parse2(input) {
         Ok(input) => input,
@@ -134,6 +183,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::default();
     let args = attr::topic_args(&input.attrs, &mut errors);
+    let krate = valid::crate_path(args.krate, &mut errors);
     if let Some(name) = &args.name {
         if name.value().trim().is_empty() {
             errors.spanned(name, "a topic's `name` may not be empty");
@@ -157,7 +207,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
     let body = if !generics_ok {
         quote!(#base)
     } else {
-        topic_name(&input, &base)
+        topic_name(&input, &base, &krate)
     };
     let ident = &input.ident;
     let mut generics = input.generics.clone();
@@ -182,7 +232,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
     }
     quote! {
         #[automatically_derived]
-        impl #impl_generics ::eventbus::Topic for #ident #ty_generics #where_clause {
+        impl #impl_generics #krate::Topic for #ident #ty_generics #where_clause {
             fn name() -> &'static str {
                 #body
             }
@@ -193,7 +243,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
 
 /// The body of `Topic::name`: a literal, or for a generic type the name with its arguments,
 /// made once per instantiation.
-fn topic_name(input: &DeriveInput, base: &str) -> TokenStream {
+fn topic_name(input: &DeriveInput, base: &str, krate: &TokenStream) -> TokenStream {
     let args: Vec<TokenStream> = input
         .generics
         .params
@@ -214,9 +264,57 @@ fn topic_name(input: &DeriveInput, base: &str) -> TokenStream {
         return base.to_token_stream();
     }
     quote! {
-        ::eventbus::__private::generic_name::<Self>(|| {
+        #krate::__private::generic_name::<Self>(|| {
             let args: &[::std::string::String] = &[#(#args),*];
             ::std::format!("{}<{}>", #base, args.join(", "))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proc_macro2::{TokenStream, TokenTree};
+    use quote::quote;
+
+    fn idents(tokens: TokenStream, found: &mut Vec<String>) {
+        for token in tokens {
+            match token {
+                TokenTree::Ident(ident) => found.push(ident.to_string()),
+                TokenTree::Group(group) => idents(group.stream(), found),
+                TokenTree::Punct(_) | TokenTree::Literal(_) => {}
+            }
+        }
+    }
+
+    /// With `crate = path`, every path to the runtime goes through `path`: a crate that
+    /// re-exports `eventbus` works without depending on it under that name. (The integration
+    /// tests cannot show this, as they can always name `::eventbus`.)
+    #[test]
+    fn with_crate_the_expansions_never_name_eventbus() {
+        let expansions = [
+            super::topic(quote! {
+                #[topic(crate = my_framework::bus, name = "ping")]
+                pub struct Ping<T, const N: usize>([T; N]);
+            }),
+            super::subscriber(
+                quote!(crate = my_framework::bus, retries = 1),
+                quote! {
+                    fn whole(_: &Message<Ping<u8, 1>>, _: &Bus, _: State<Db>, _: &State<Db>) {}
+                },
+            ),
+            super::subscriber(
+                quote!(crate = ::my_framework::bus),
+                quote! {
+                    fn payload(_: &Ping<u8, 1>) -> Result<(), String> { Ok(()) }
+                },
+            ),
+        ];
+        for expansion in expansions {
+            let mut found = Vec::new();
+            idents(expansion.clone(), &mut found);
+            assert!(!found.iter().any(|i| i == "eventbus"), "{expansion}");
+            assert!(!found.iter().any(|i| i == "compile_error"), "{expansion}");
+            assert!(found.iter().any(|i| i == "my_framework"), "{expansion}");
+        }
     }
 }

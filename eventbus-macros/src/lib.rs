@@ -13,12 +13,26 @@ mod valid;
 use proc_macro::TokenStream;
 
 /// Makes a type a topic. See `eventbus::Topic`.
+///
+/// Options, in `#[topic(...)]`:
+///
+/// - `name = "orders.placed"`: the name shown in stats and dead letters (default: the type's
+///   name, with its type arguments for a generic type).
+/// - `crate = path`: the path the expansion names `eventbus` by (default `::eventbus`), for a
+///   crate that re-exports `eventbus` (`crate = my_framework::eventbus`). It is a path, not a
+///   string, resolved where the derive is used.
 #[proc_macro_derive(Topic, attributes(topic))]
 pub fn derive_topic(input: TokenStream) -> TokenStream {
     expand::topic(input.into()).into()
 }
 
 /// Registers a function as a subscriber, started by `Bus::new()`. See `eventbus`'s crate docs.
+///
+/// Options, all optional: `capacity = 100`, `overflow = Block | DropOldest | DropNewest`,
+/// `retries = 3`, `backoff = "10ms"`, `name = "billing"`, and `crate = path`: the path the
+/// expansion names `eventbus` by (default `::eventbus`), for a crate that re-exports
+/// `eventbus` (`crate = my_framework::eventbus`). It is a path, not a string, resolved where
+/// the attribute is used.
 #[proc_macro_attribute]
 pub fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::subscriber(args.into(), input.into()).into()

@@ -1,7 +1,9 @@
 //! The rules: which option values and which handler signatures are allowed, and what to say
 //! about the rest.
 
-use syn::{FnArg, ItemFn, LitStr, Type};
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{FnArg, ItemFn, LitStr, Path, Type};
 
 use crate::ast::{Extra, Handler};
 use crate::attr::{path_text, SubscriberArgs};
@@ -19,6 +21,8 @@ pub(crate) struct Settings {
     pub(crate) retries: u32,
     pub(crate) backoff_nanos: u64,
     pub(crate) name: Option<LitStr>,
+    /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
+    pub(crate) krate: TokenStream,
 }
 
 pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
@@ -101,6 +105,28 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         retries,
         backoff_nanos,
         name: args.name,
+        krate: crate_path(args.krate, errors),
+    }
+}
+
+/// The path the expansion names the runtime by: `crate = path` if given (a module path,
+/// resolved where the macro is used), else `::eventbus`.
+pub(crate) fn crate_path(krate: Option<Path>, errors: &mut Errors) -> TokenStream {
+    match krate {
+        None => quote!(::eventbus),
+        Some(path) => {
+            if let Some(segment) = path.segments.iter().find(|s| !s.arguments.is_none()) {
+                errors.spanned(
+                    &segment.arguments,
+                    "`crate` takes the path of the `eventbus` crate or of a re-export of it, \
+                     without generic arguments",
+                );
+                // The derive's impl is still emitted: with the default path, rustc adds no
+                // second error about the same arguments.
+                return quote!(::eventbus);
+            }
+            quote!(#path)
+        }
     }
 }
 

@@ -25,16 +25,27 @@ use crate::{Bus, DeadLetter, SubscribeError};
 #[must_use = "a builder does nothing until `.build()`"]
 pub struct BusBuilder {
     selection: Selection,
+    /// The names given to `require`, in order.
+    required: Vec<String>,
     dead_letter_capacity: usize,
     states: States,
     on_dead_letter: Option<Hook>,
 }
 
-#[derive(Debug, Clone)]
-enum Selection {
-    /// The listed module prefixes (none: no registered subscriber).
-    In(Vec<String>),
-    All,
+/// Which registered subscribers to start. Both fields are kept, rather than one replacing
+/// the other, so that `try_build` can refuse a builder told both, in either order.
+#[derive(Debug, Clone, Default)]
+struct Selection {
+    /// `registered()` was called.
+    all: bool,
+    /// The module prefixes given to `registered_in`.
+    modules: Vec<String>,
+}
+
+impl Selection {
+    fn chooses(&self, registration: &Registration) -> bool {
+        self.all || self.modules.iter().any(|m| registration.is_in(m))
+    }
 }
 
 /// Why [`BusBuilder::try_build`] could not build the bus. Nothing was started.
@@ -50,6 +61,21 @@ pub enum BuildError {
     },
     /// A chosen subscriber could not start.
     Subscribe(SubscribeError),
+    /// Both [`BusBuilder::registered`] (every subscriber) and [`BusBuilder::registered_in`]
+    /// (only some modules) were called, so which subscribers were meant is unclear.
+    ConflictingSelection {
+        /// The modules given to `registered_in`.
+        modules: Vec<String>,
+    },
+    /// Subscribers given to [`BusBuilder::require`] that the bus would not start.
+    MissingSubscribers {
+        /// No `#[subscriber]` in the program has these names: most likely the crate that
+        /// defines them was left out by the linker, because the program never refers to it.
+        unregistered: Vec<String>,
+        /// These are in the program, but neither `registered()` nor `registered_in(...)`
+        /// chose them.
+        unselected: Vec<String>,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -61,6 +87,48 @@ impl fmt::Display for BuildError {
                  `{state}`: add `.state(...)` with one before `.build()`"
             ),
             BuildError::Subscribe(error) => write!(f, "{error}"),
+            BuildError::ConflictingSelection { modules } => {
+                let modules: Vec<String> = modules.iter().map(|m| format!("{m:?}")).collect();
+                write!(
+                    f,
+                    "both `registered()` (every `#[subscriber]`) and `registered_in({})` (only \
+                     those modules) were called: keep `registered_in` to start only the \
+                     subscribers in those modules, or `registered()` alone to start all",
+                    modules.join(", ")
+                )
+            }
+            BuildError::MissingSubscribers {
+                unregistered,
+                unselected,
+            } => {
+                if !unregistered.is_empty() {
+                    write!(
+                        f,
+                        "no `#[subscriber]` named {} is in this program. A library crate's \
+                         subscribers are linked in only if the program refers to that crate: \
+                         add {} to the binary. `Bus::registered()` lists the subscribers that \
+                         are in",
+                        quoted(unregistered),
+                        link_hint(unregistered)
+                    )?;
+                }
+                if !unregistered.is_empty() && !unselected.is_empty() {
+                    f.write_str("; and ")?;
+                }
+                if !unselected.is_empty() {
+                    let (is, it, its) = match unselected.len() {
+                        1 => ("is", "it", "its"),
+                        _ => ("are", "them", "their"),
+                    };
+                    write!(
+                        f,
+                        "{} {is} in this program, but this builder does not start {it}: add \
+                         `.registered_in(\"...\")` with {its} module",
+                        quoted(unselected),
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -69,34 +137,103 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Subscribe(error) => Some(error),
-            BuildError::MissingState { .. } => None,
+            BuildError::MissingState { .. }
+            | BuildError::ConflictingSelection { .. }
+            | BuildError::MissingSubscribers { .. } => None,
         }
     }
+}
+
+/// `` `a`, `b` ``
+fn quoted(names: &[String]) -> String {
+    let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    names.join(", ")
+}
+
+/// `` `use handlers as _;` ``, one for each crate named by the paths among `names` (a path's
+/// first segment is its crate, as `module_path!()` writes it); a name that is not a path
+/// gets a placeholder.
+fn link_hint(names: &[String]) -> String {
+    let mut crates: Vec<&str> = Vec::new();
+    for name in names {
+        let krate = name
+            .split_once("::")
+            .map_or("its_crate", |(krate, _)| krate);
+        if !crates.contains(&krate) {
+            crates.push(krate);
+        }
+    }
+    let uses: Vec<String> = crates.iter().map(|c| format!("`use {c} as _;`")).collect();
+    uses.join(" and ")
 }
 
 impl BusBuilder {
     pub(crate) fn new() -> Self {
         BusBuilder {
-            selection: Selection::In(Vec::new()),
+            selection: Selection::default(),
+            required: Vec::new(),
             dead_letter_capacity: DEFAULT_DEAD_LETTER_CAPACITY,
             states: States::default(),
             on_dead_letter: None,
         }
     }
 
-    /// Starts every `#[subscriber]` in the program.
+    /// Starts every `#[subscriber]` in the binary, those of its dependencies included (what
+    /// [`Bus::new`] does). A library crate that the binary never refers to is left out by the
+    /// linker, and its subscribers with it: see "Applications of many crates" in the crate
+    /// docs. [`Bus::registered`] lists what this starts.
+    ///
+    /// Not together with [`registered_in`](BusBuilder::registered_in):
+    /// [`try_build`](BusBuilder::try_build) refuses a builder given both.
     pub fn registered(mut self) -> Self {
-        self.selection = Selection::All;
+        self.selection.all = true;
         self
     }
 
     /// Starts the `#[subscriber]` functions defined in module `prefix` or its submodules
     /// (`"app::billing"` takes `app::billing` and `app::billing::refunds`, not
     /// `app::billing_v2`). Call it again to add more modules.
+    ///
+    /// Not together with [`registered`](BusBuilder::registered):
+    /// [`try_build`](BusBuilder::try_build) refuses a builder given both, in either order,
+    /// with [`BuildError::ConflictingSelection`].
     pub fn registered_in(mut self, prefix: impl Into<String>) -> Self {
-        if let Selection::In(prefixes) = &mut self.selection {
-            prefixes.push(prefix.into());
-        }
+        self.selection.modules.push(prefix.into());
+        self
+    }
+
+    /// Makes [`try_build`](BusBuilder::try_build) fail unless the bus would start the
+    /// subscriber `name`: its name (`name = "..."` in its attribute, by default its path) or
+    /// its path (`my_crate::module::function`). Call it again to require more.
+    ///
+    /// This turns a subscriber that is silently missing into an error at start-up: a library
+    /// crate of subscribers that the program never refers to is left out by the linker (see
+    /// "Applications of many crates" in the crate docs), and a subscriber outside the
+    /// modules given to [`registered_in`](BusBuilder::registered_in) is not started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{subscriber, Bus, BuildError, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct OrderPlaced;
+    ///
+    /// #[subscriber(name = "audit")]
+    /// fn audit(_: &OrderPlaced) {}
+    ///
+    /// let bus = Bus::builder().registered().require("audit").build();
+    /// # bus.close();
+    /// let error = Bus::builder()
+    ///     .registered()
+    ///     .require("email::send_receipt")
+    ///     .try_build()
+    ///     .unwrap_err();
+    /// assert!(matches!(error, BuildError::MissingSubscribers { .. }));
+    /// assert!(error.to_string().contains("add `use email as _;` to the binary"));
+    /// ```
+    pub fn require(mut self, name: impl Into<String>) -> Self {
+        self.required.push(name.into());
         self
     }
 
@@ -159,6 +296,9 @@ impl BusBuilder {
     ///
     /// # Errors
     ///
+    /// [`BuildError::ConflictingSelection`] if both `registered()` and `registered_in(...)`
+    /// were called; [`BuildError::MissingSubscribers`] naming the subscribers given to
+    /// [`require`](BusBuilder::require) that it would not start;
     /// [`BuildError::MissingState`] naming the subscriber and the type; or
     /// [`BuildError::Subscribe`] if a worker thread cannot start (the subscribers already
     /// started are closed again).
@@ -180,13 +320,36 @@ impl BusBuilder {
     /// assert!(error.to_string().starts_with("subscriber `pinger` takes `State<"));
     /// ```
     pub fn try_build(self) -> Result<Bus, BuildError> {
-        let chosen: Vec<&Registration> = Registration::all()
-            .into_iter()
-            .filter(|registration| match &self.selection {
-                Selection::All => true,
-                Selection::In(prefixes) => prefixes.iter().any(|p| registration.is_in(p)),
-            })
+        if self.selection.all && !self.selection.modules.is_empty() {
+            return Err(BuildError::ConflictingSelection {
+                modules: self.selection.modules,
+            });
+        }
+        let all = Registration::all();
+        let chosen: Vec<&Registration> = all
+            .iter()
+            .copied()
+            .filter(|registration| self.selection.chooses(registration))
             .collect();
+        let mut unregistered = Vec::new();
+        let mut unselected = Vec::new();
+        for required in &self.required {
+            let is = |r: &Registration| r.subscriber_name() == *required || r.path() == *required;
+            if chosen.iter().any(|r| is(r)) {
+                continue;
+            }
+            if all.iter().any(|r| is(r)) {
+                unselected.push(required.clone());
+            } else {
+                unregistered.push(required.clone());
+            }
+        }
+        if !unregistered.is_empty() || !unselected.is_empty() {
+            return Err(BuildError::MissingSubscribers {
+                unregistered,
+                unselected,
+            });
+        }
         for registration in &chosen {
             if let Some(key) = registration
                 .states
@@ -220,6 +383,7 @@ impl fmt::Debug for BusBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BusBuilder")
             .field("selection", &self.selection)
+            .field("required", &self.required)
             .field("dead_letter_capacity", &self.dead_letter_capacity)
             .field("states", &self.states)
             .field("on_dead_letter", &self.on_dead_letter.is_some())

@@ -184,6 +184,75 @@
 //! println!("{stats}");
 //! ```
 //!
+//! # 7. Applications of many crates
+//!
+//! Every `#[subscriber]` registers itself when the program starts, whichever crate defines it
+//! (through the [`inventory`](https://docs.rs/inventory) crate). [`Bus::new`] (like
+//! [`BusBuilder::registered`]) starts every one in the binary, those of dependencies
+//! included: that is the design. To start only your own, name your modules:
+//! `Bus::builder().registered_in("my_app").build()`.
+//!
+//! A crate that nothing refers to contributes no subscriber. Say `app` depends on a crate
+//! `handlers` of subscribers, but never names any of its items: the linker keeps a library
+//! crate only if the program refers to it, so `handlers` is left out, its subscribers never
+//! register, and a publish finds none, silently. (See `inventory`'s docs and its issues #7 and
+//! #50.) The fix is one line in the binary, which links the crate without naming anything in
+//! it:
+//!
+//! ```text
+//! use handlers as _; // links its #[subscriber]s
+//! ```
+//!
+//! Two checks make the omission visible at start-up: [`Bus::registered`] lists every
+//! `#[subscriber]` the program holds (name, topic, module, options), to log or assert on; and
+//! [`BusBuilder::require`] makes the build fail, with that fix in its message, when a
+//! subscriber you count on is missing.
+//!
+//! ```
+//! use eventbus::{subscriber, Bus, BuildError, Topic};
+//!
+//! #[derive(Topic)]
+//! pub struct OrderPlaced { pub id: u64 }
+//!
+//! #[subscriber(name = "email.receipt")]
+//! fn send_receipt(_: &OrderPlaced) {}
+//!
+//! for s in Bus::registered() {
+//!     println!("{} on {}, from {}", s.name, s.topic, s.module_path);
+//! }
+//! let bus = Bus::builder().registered().require("email.receipt").build();
+//! bus.close();
+//!
+//! let error = Bus::builder()
+//!     .registered()
+//!     .require("warehouse::reserve") // defined in a crate the binary never names
+//!     .try_build()
+//!     .unwrap_err();
+//! assert!(matches!(error, BuildError::MissingSubscribers { .. }));
+//! assert!(error.to_string().contains("add `use warehouse as _;` to the binary"));
+//! ```
+//!
+//! A crate that re-exports `eventbus` (a framework built on it, say) can offer the macros
+//! through its own name: `crate = path` tells them where `eventbus` is, and every path of
+//! their expansion goes through it. It is a path, resolved where the macro is used.
+//!
+//! ```
+//! mod framework {
+//!     pub(crate) use eventbus; // `pub use eventbus;` in `my_framework`
+//! }
+//!
+//! #[derive(framework::eventbus::Topic)]
+//! #[topic(crate = framework::eventbus)]
+//! pub struct Tick;
+//!
+//! #[framework::eventbus::subscriber(crate = framework::eventbus)]
+//! fn on_tick(_: &Tick) {}
+//!
+//! let bus = framework::eventbus::Bus::new();
+//! bus.publish(Tick).unwrap();
+//! bus.close();
+//! ```
+//!
 //! # Features
 //!
 //! - `tracing`: a span per delivery attempt, `warn` events for drops and dead letters, an
@@ -227,6 +296,7 @@ pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
 pub use options::{Options, Overflow};
+pub use registry::RegisteredSubscriber;
 pub use state::State;
 pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 pub use subscription::Subscription;
@@ -294,5 +364,44 @@ pub mod __private {
     /// The handler's return value as an attempt's outcome.
     pub fn into_result<R: HandlerResult>(result: R) -> Result<(), Failure> {
         result.into_result()
+    }
+
+    /// Names topic `T` for a registration: `(&TopicName::<T>::NEW).name()` is `T::name()`.
+    ///
+    /// When `T` is not a topic, the subscribe call in the same expansion already says so;
+    /// a plain `<T as Topic>::name` would say it a second time. So the call goes through
+    /// autoref specialisation: method lookup tries `TopicName<T>` (which has `name` only if
+    /// `T: Topic`) before `&TopicName<T>` (which always has it, and is never run, because the
+    /// expansion does not compile then).
+    pub struct TopicName<T: ?Sized>(std::marker::PhantomData<fn() -> T>);
+
+    impl<T: ?Sized> TopicName<T> {
+        pub const NEW: Self = TopicName(std::marker::PhantomData);
+    }
+
+    impl<T: ?Sized> std::fmt::Debug for TopicName<T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("TopicName")
+        }
+    }
+
+    pub trait TopicNameOfTopic {
+        fn name(&self) -> &'static str;
+    }
+
+    impl<T: Topic> TopicNameOfTopic for TopicName<T> {
+        fn name(&self) -> &'static str {
+            T::name()
+        }
+    }
+
+    pub trait TopicNameFallback {
+        fn name(&self) -> &'static str;
+    }
+
+    impl<T: ?Sized> TopicNameFallback for &TopicName<T> {
+        fn name(&self) -> &'static str {
+            unreachable!("a registration whose message type is not a topic does not compile")
+        }
     }
 }

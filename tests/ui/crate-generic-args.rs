@@ -1,0 +1,7 @@
+use eventbus::Topic;
+
+#[derive(Topic)]
+#[topic(crate = eventbus::<u8>)]
+pub struct Ping;
+
+fn main() {}
