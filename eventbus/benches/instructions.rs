@@ -1,0 +1,188 @@
+//! One scenario, one message count, nothing else: the program `benches/callgrind.sh` runs
+//! under `valgrind --tool=callgrind` to count instructions per delivery.
+//!
+//! `instructions SCENARIO MESSAGES` (or `EVENTBUS_SCENARIO`, `EVENTBUS_MESSAGES`):
+//!
+//! - `eventbus-1`, `eventbus-4`: 1 publisher → 1 or 4 subscribers, `Block`, default
+//!   capacity, 8-byte messages; the handler only counts.
+//! - `hand-1`, `hand-4`: the same by hand, as `throughput.rs`'s baseline: a
+//!   `parking_lot::Mutex` around numbering and fan-out, one bounded crossbeam channel
+//!   (capacity 1024) per subscriber carrying an `Arc` of the message, a thread each.
+//! - `eventbus-0`: publishes to a topic with no subscriber.
+//! - `lock-0`: a bare `parking_lot::Mutex` lock, increment, unlock per "publish".
+//!
+//! The set-up (bus or channels, subscriber threads, close and join) is the same whatever the
+//! count, so `Ir(N) − Ir(0)` is the cost of the `N` messages alone. Every subscriber has
+//! seen every message before the program exits (checked).
+//!
+//! Without a scenario (as `cargo test --benches` runs it) every scenario runs with 1,000
+//! messages, as a smoke test.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use crossbeam_channel::bounded;
+use eventbus::{Bus, Message, Options, Topic};
+use parking_lot::Mutex;
+
+/// The hand-made channels' capacity: the bus's default mailbox size.
+const CAP: usize = eventbus::DEFAULT_CAPACITY;
+
+const SCENARIOS: [&str; 6] = [
+    "eventbus-0",
+    "eventbus-1",
+    "eventbus-4",
+    "hand-1",
+    "hand-4",
+    "lock-0",
+];
+
+/// An 8-byte message.
+#[derive(Topic)]
+struct Tick(u64);
+
+/// The one place the bench subscribes, so a change to `Bus::subscribe`'s signature is a
+/// one-line change here.
+fn subscribe(bus: &Bus, count: Arc<AtomicU64>) {
+    bus.subscribe::<Tick, _>(Options::default(), move |m: &Message<Tick>| {
+        std::hint::black_box(&m.0);
+        count.fetch_add(1, Ordering::Relaxed);
+    });
+}
+
+fn counters(subscribers: usize) -> Vec<Arc<AtomicU64>> {
+    (0..subscribers)
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect()
+}
+
+fn check(counts: &[Arc<AtomicU64>], messages: u64) {
+    for (i, count) in counts.iter().enumerate() {
+        let got = count.load(Ordering::Relaxed);
+        assert_eq!(got, messages, "subscriber {i} saw {got} of {messages}");
+    }
+}
+
+fn eventbus(subscribers: usize, messages: u64) {
+    let bus = Bus::builder().build();
+    let counts = counters(subscribers);
+    for count in &counts {
+        subscribe(&bus, count.clone());
+    }
+    for i in 0..messages {
+        if bus.publish(Tick(i)).is_err() {
+            panic!("publish {i} refused");
+        }
+    }
+    // Returns once every mailbox is empty and every worker has stopped.
+    bus.close();
+    check(&counts, messages);
+}
+
+/// `throughput.rs`'s baseline: numbering and fan-out under one lock.
+struct HandTopic<T> {
+    order: Mutex<u64>,
+    mailboxes: Vec<crossbeam_channel::Sender<Arc<T>>>,
+}
+
+impl<T> HandTopic<T> {
+    fn publish(&self, message: T) -> u64 {
+        let mut seq = self.order.lock();
+        let current = *seq;
+        *seq += 1;
+        if !self.mailboxes.is_empty() {
+            let message = Arc::new(message);
+            for mailbox in &self.mailboxes {
+                mailbox.send(Arc::clone(&message)).unwrap();
+            }
+        }
+        current
+    }
+}
+
+fn hand(subscribers: usize, messages: u64) {
+    let counts = counters(subscribers);
+    let mut threads = Vec::new();
+    let mailboxes = counts
+        .iter()
+        .map(|count| {
+            let (tx, rx) = bounded::<Arc<Tick>>(CAP);
+            let count = count.clone();
+            threads.push(thread::spawn(move || {
+                for m in rx {
+                    std::hint::black_box(&m.0);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+            tx
+        })
+        .collect();
+    let topic = HandTopic {
+        order: Mutex::new(0),
+        mailboxes,
+    };
+    for i in 0..messages {
+        std::hint::black_box(topic.publish(Tick(i)));
+    }
+    // Closing the channels ends the consumers once they have taken everything.
+    drop(topic);
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    check(&counts, messages);
+}
+
+fn lock(messages: u64) {
+    let order = Mutex::new(0u64);
+    for _ in 0..messages {
+        let mut seq = order.lock();
+        std::hint::black_box(*seq);
+        *seq += 1;
+    }
+    assert_eq!(*order.lock(), messages);
+}
+
+fn run(scenario: &str, messages: u64) {
+    match scenario {
+        "eventbus-0" => eventbus(0, messages),
+        "eventbus-1" => eventbus(1, messages),
+        "eventbus-4" => eventbus(4, messages),
+        "hand-1" => hand(1, messages),
+        "hand-4" => hand(4, messages),
+        "lock-0" => lock(messages),
+        other => {
+            eprintln!(
+                "unknown scenario {other:?}; expected one of: {}",
+                SCENARIOS.join(", ")
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`: skip flags.
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
+    let scenario = args
+        .next()
+        .or_else(|| std::env::var("EVENTBUS_SCENARIO").ok());
+    let messages = args
+        .next()
+        .or_else(|| std::env::var("EVENTBUS_MESSAGES").ok())
+        .map(|m| {
+            m.replace('_', "").parse::<u64>().unwrap_or_else(|_| {
+                eprintln!("the message count must be a number, not {m:?}");
+                std::process::exit(2);
+            })
+        });
+    match scenario {
+        Some(scenario) => run(&scenario, messages.unwrap_or(50_000)),
+        None => {
+            for scenario in SCENARIOS {
+                run(scenario, messages.unwrap_or(1_000));
+            }
+            println!("instructions: every scenario ran; usage: instructions SCENARIO MESSAGES");
+        }
+    }
+}
