@@ -45,7 +45,7 @@ struct Tick(u64);
 /// The one place the bench subscribes, so a change to `Bus::subscribe`'s signature is a
 /// one-line change here.
 fn subscribe(bus: &Bus, count: Arc<AtomicU64>) {
-    bus.subscribe::<Tick, _>(Options::default(), move |m: &Message<Tick>| {
+    bus.subscribe::<Tick>(Options::default(), move |m: &Message<Tick>| {
         std::hint::black_box(&m.0);
         count.fetch_add(1, Ordering::Relaxed);
     });
