@@ -27,7 +27,7 @@ use eventbus::{Bus, Message, Options, Topic};
 use parking_lot::Mutex;
 
 /// The hand-made channels' capacity: the bus's default mailbox size.
-const CAP: usize = eventbus::DEFAULT_CAPACITY;
+const CAP: usize = eventbus::Options::DEFAULT_CAPACITY;
 
 const SCENARIOS: [&str; 6] = [
     "eventbus-0",
