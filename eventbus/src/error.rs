@@ -151,6 +151,13 @@ pub enum SubscribeError {
         /// The state's type.
         state: &'static str,
     },
+    /// An async subscriber, and no tokio runtime: none was given to the builder
+    /// (`BusBuilder::runtime`) nor current at `build()`.
+    #[cfg(feature = "tokio")]
+    NoRuntime {
+        /// The subscriber's name.
+        name: String,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -185,6 +192,12 @@ impl fmt::Display for SubscribeError {
                 "subscriber `{name}` takes `State<{state}>`, but the bus was given no `{state}`: \
                  add `.state(...)` to the builder"
             ),
+            #[cfg(feature = "tokio")]
+            SubscribeError::NoRuntime { name } => write!(
+                f,
+                "subscriber `{name}` is async, but the bus has no tokio runtime: build the bus \
+                 inside one, or give one with `Bus::builder().runtime(handle)`"
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -209,6 +222,8 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState { .. }
             | SubscribeError::Closed { .. } => None,
+            #[cfg(feature = "tokio")]
+            SubscribeError::NoRuntime { .. } => None,
         }
     }
 }
