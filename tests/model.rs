@@ -2,6 +2,8 @@
 //! stall and release a handler, handlers that fail or panic on chosen messages, and a close
 //! or close_timeout, run against the bus and checked against a simple model.
 //!
+//! With feature `tokio`, a subscriber is as often an async one (a task worker) as a thread.
+//!
 //! `EVENTBUS_MODEL_CASES` sets the number of programs (default 256).
 
 mod support;
@@ -33,6 +35,8 @@ enum Op {
         capacity: usize,
         overflow: Overflow,
         retries: u32,
+        /// An async subscriber (feature `tokio`).
+        task: bool,
     },
     Unsubscribe {
         which: usize,
@@ -66,8 +70,9 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Overflow::DropNewest)
     ];
     prop_oneof![
-        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32).prop_map(|(topic, capacity, overflow, retries)| {
-            Op::Subscribe { topic, capacity, overflow, retries }
+        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>()).prop_map(|(topic, capacity, overflow, retries, task)| {
+            let task = task && cfg!(feature = "tokio");
+            Op::Subscribe { topic, capacity, overflow, retries, task }
         }),
         1 => any::<usize>().prop_map(|which| Op::Unsubscribe { which }),
         4 => (0..TOPICS, 1..=12u64, 1..=4u64).prop_map(|(topic, count, threads)| Op::Publish { topic, count, threads }),
@@ -119,6 +124,24 @@ fn handler<const T: usize>(probe: Arc<Probe>) -> impl FnMut(&Message<Ev<T>>) -> 
     }
 }
 
+/// The same handler for a task worker: the message by value, a future that yields once. A
+/// stall blocks in `block_in_place`, so the runtime's other tasks go on.
+#[cfg(feature = "tokio")]
+fn async_handler<const T: usize>(
+    probe: Arc<Probe>,
+) -> impl FnMut(Message<Ev<T>>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+       + Send
+       + 'static {
+    let mut handler = handler::<T>(probe);
+    move |m: Message<Ev<T>>| {
+        let outcome = tokio::task::block_in_place(|| handler(&m));
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            outcome
+        })
+    }
+}
+
 struct Sub {
     name: String,
     topic: usize,
@@ -151,6 +174,8 @@ impl Sub {
 
 struct World {
     bus: Bus,
+    #[cfg(feature = "tokio")]
+    _runtime: tokio::runtime::Runtime,
     subs: Vec<Sub>,
     next_seq: [u64; TOPICS],
     values: [HashMap<u64, u64>; TOPICS],
@@ -225,6 +250,7 @@ impl World {
                 capacity,
                 overflow,
                 retries,
+                task,
             } => {
                 let name = format!("s{}", self.subs.len());
                 let probe = Arc::new(Probe::default());
@@ -234,8 +260,16 @@ impl World {
                     .overflow(overflow)
                     .retries(retries)
                     .backoff(Duration::ZERO);
-                let handle = match topic {
-                    0 => self
+                let handle = match (topic, task) {
+                    #[cfg(feature = "tokio")]
+                    (0, true) => self
+                        .bus
+                        .subscribe_async(options, async_handler::<0>(probe.clone())),
+                    #[cfg(feature = "tokio")]
+                    (_, true) => self
+                        .bus
+                        .subscribe_async(options, async_handler::<1>(probe.clone())),
+                    (0, _) => self
                         .bus
                         .subscribe::<Ev<0>>(options, handler::<0>(probe.clone())),
                     _ => self
@@ -429,8 +463,19 @@ impl World {
 }
 
 fn run_program(ops: &[Op], ending: Ending) {
+    #[cfg(feature = "tokio")]
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let builder = Bus::builder();
+    #[cfg(feature = "tokio")]
+    let builder = builder.runtime(runtime.handle().clone());
     let mut world = World {
-        bus: Bus::builder().build(),
+        bus: builder.build(),
+        #[cfg(feature = "tokio")]
+        _runtime: runtime,
         subs: Vec::new(),
         next_seq: [0; TOPICS],
         values: Default::default(),
