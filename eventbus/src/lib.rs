@@ -291,7 +291,7 @@ mod subscriber;
 pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
 pub use dead_letter::{DeadLetter, DEFAULT_DEAD_LETTER_CAPACITY};
-pub use error::{PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
+pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
@@ -311,7 +311,10 @@ pub mod __private {
     pub use crate::registry::Registration;
     pub use crate::state::StateKey;
     pub use crate::topic::generic_name;
-    use crate::{Bus, HandlerResult, Message, Options, State, SubscribeError, Subscription, Topic};
+    use crate::{
+        Bus, HandlerResult, Message, MissingState, Options, State, SubscribeError, Subscription,
+        Topic,
+    };
 
     /// Names state type `T` in a registration.
     pub const fn state_key<T: 'static>() -> StateKey {
@@ -326,11 +329,12 @@ pub mod __private {
         bus: &Bus,
         options: &Options,
     ) -> Result<State<T>, SubscribeError> {
-        bus.state::<T>()
-            .ok_or_else(|| SubscribeError::MissingState {
-                name: options.name.clone().unwrap_or_default(),
+        bus.state::<T>().ok_or_else(|| {
+            SubscribeError::MissingState(MissingState {
+                subscriber: options.name.clone().unwrap_or_default(),
                 state: std::any::type_name::<T>(),
             })
+        })
     }
 
     /// Starts a registered subscriber, whose handler also gets the bus.
