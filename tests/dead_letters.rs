@@ -1,6 +1,6 @@
 //! The dead-letter store: bounded, counting what it discards, handing messages back.
 
-use eventbus::{Bus, Message, Options, Topic};
+use eventbus::{Bus, BusBuilder, Message, Options, Topic};
 
 #[derive(Topic, Debug, Clone, PartialEq)]
 struct Charge {
@@ -83,4 +83,20 @@ fn a_store_of_zero_keeps_nothing_but_counts_everything() {
     bus.close();
     assert!(bus.dead_letters().is_empty());
     assert_eq!(bus.stats().dead_letters_discarded, 1);
+}
+
+#[test]
+fn the_default_store_keeps_default_dead_letter_capacity() {
+    let bus = Bus::builder().build();
+    failing(&bus);
+    let capacity = BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY;
+    assert_eq!(capacity, 10_000);
+    for account in 0..=capacity as u32 {
+        bus.publish(Charge { account, cents: 1 }).unwrap();
+    }
+    bus.close();
+    let stats = bus.stats();
+    assert_eq!(stats.dead_letters, capacity);
+    assert_eq!(stats.dead_letters_discarded, 1);
+    assert_eq!(bus.dead_letters()[0].seq(), 1);
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::dead_letter::{Hook, DEFAULT_DEAD_LETTER_CAPACITY};
+use crate::dead_letter::Hook;
 use crate::registry::Registration;
 use crate::state::States;
 use crate::{Bus, DeadLetter, MissingState, SubscribeError};
@@ -159,11 +159,15 @@ fn link_hint(names: &[String]) -> String {
 }
 
 impl BusBuilder {
+    /// How many dead letters a bus keeps unless
+    /// [`dead_letter_capacity`](BusBuilder::dead_letter_capacity) says otherwise.
+    pub const DEFAULT_DEAD_LETTER_CAPACITY: usize = 10_000;
+
     pub(crate) fn new() -> Self {
         BusBuilder {
             selection: Selection::default(),
             required: Vec::new(),
-            dead_letter_capacity: DEFAULT_DEAD_LETTER_CAPACITY,
+            dead_letter_capacity: Self::DEFAULT_DEAD_LETTER_CAPACITY,
             states: States::default(),
             on_dead_letter: None,
         }
@@ -235,8 +239,10 @@ impl BusBuilder {
         self
     }
 
-    /// How many dead letters the bus keeps (default 10,000); past that the oldest are
-    /// discarded and counted.
+    /// How many dead letters the bus keeps (default
+    /// [`DEFAULT_DEAD_LETTER_CAPACITY`](BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY), 10,000);
+    /// past that the oldest are discarded and counted. With 0 it keeps none, but still
+    /// counts them and shows them to [`on_dead_letter`](BusBuilder::on_dead_letter).
     pub fn dead_letter_capacity(mut self, capacity: usize) -> Self {
         self.dead_letter_capacity = capacity;
         self

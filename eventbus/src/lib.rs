@@ -113,7 +113,8 @@
 //! An `Err` or a panic is a failed attempt; the worker lives on. `retries = n` tries again up
 //! to `n` times, in place (so the subscriber's order holds), waiting `backoff × 2^(k−1)`
 //! before retry `k` (at most 32 × backoff). Then the message becomes a [`DeadLetter`] with
-//! its last error, kept in a bounded store (10,000 by default); `payload::<T>()` hands the
+//! its last error, kept in a bounded store (10,000 by default,
+//! [`BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY`]); `payload::<T>()` hands the
 //! message back for inspection or republishing.
 //!
 //! ```
@@ -290,7 +291,7 @@ mod subscriber;
 
 pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
-pub use dead_letter::{DeadLetter, DEFAULT_DEAD_LETTER_CAPACITY};
+pub use dead_letter::DeadLetter;
 pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
