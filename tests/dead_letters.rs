@@ -106,7 +106,7 @@ fn the_default_store_keeps_default_dead_letter_capacity() {
 }
 
 /// Subscribers whose errors are, or are not, a `std::error::Error`.
-mod sources {
+pub mod sources {
     use std::error::Error;
     use std::fmt;
     use std::io;

@@ -114,8 +114,10 @@
 //! to `n` times, in place (so the subscriber's order holds), waiting `backoff × 2^(k−1)`
 //! before retry `k` (at most 32 × backoff). Then the message becomes a [`DeadLetter`] with
 //! its last error, kept in a bounded store (10,000 by default,
-//! [`BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY`]); `payload::<T>()` hands the
-//! message back for inspection or republishing.
+//! [`BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY`]); `payload::<T>()` hands the message back for
+//! inspection or republishing. `error()` is the error's text; when the handler's error is a
+//! `std::error::Error + Send + Sync`, the letter keeps it too, as its
+//! [`source()`](std::error::Error::source), with the error's own chain behind it.
 //!
 //! ```
 //! use eventbus::{subscriber, Bus, Topic};
@@ -366,9 +368,60 @@ pub mod __private {
         }
     }
 
-    /// The handler's return value as an attempt's outcome.
-    pub fn into_result<R: HandlerResult>(result: R) -> Result<(), Failure> {
-        result.into_result()
+    /// Turns a `#[subscriber]`'s return value into an attempt's outcome, keeping a concrete
+    /// error whole: `(&Outcome(&result)).kind().into_result(result)`.
+    ///
+    /// `HandlerResult` cannot do it alone: its impl for every `Result<(), E: Display>` cannot
+    /// also ask for `E: Error` without overlapping (and a closure's handler needs the wide
+    /// one). So the expansion goes through autoref specialisation: method lookup tries
+    /// `Outcome<Result<(), E>>` (which has `kind` only if `E: Error + Send + Sync + 'static`,
+    /// giving `ErrorKind`) before `&Outcome<R>` (which always has it, giving `PlainKind`,
+    /// whose `R: HandlerResult` bound says "not a subscriber return type" for anything else).
+    pub struct Outcome<'a, R>(pub &'a R);
+
+    impl<R> std::fmt::Debug for Outcome<'_, R> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Outcome")
+        }
+    }
+
+    pub trait ViaError {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind
+        }
+    }
+
+    impl<E: std::error::Error + Send + Sync + 'static> ViaError for Outcome<'_, Result<(), E>> {}
+
+    pub trait ViaHandlerResult {
+        fn kind(&self) -> PlainKind {
+            PlainKind
+        }
+    }
+
+    impl<R> ViaHandlerResult for &Outcome<'_, R> {}
+
+    /// For a `Result<(), E>` whose `E` is an error that can cross threads: keeps `E`.
+    #[derive(Debug)]
+    pub struct ErrorKind;
+
+    impl ErrorKind {
+        pub fn into_result<E>(self, result: Result<(), E>) -> Result<(), Failure>
+        where
+            E: std::error::Error + Send + Sync + 'static,
+        {
+            result.map_err(Failure::error)
+        }
+    }
+
+    /// For anything else: what `HandlerResult` makes of it.
+    #[derive(Debug)]
+    pub struct PlainKind;
+
+    impl PlainKind {
+        pub fn into_result<R: HandlerResult>(self, result: R) -> Result<(), Failure> {
+            result.into_result()
+        }
     }
 
     /// Names topic `T` for a registration: `(&TopicName::<T>::NEW).name()` is `T::name()`.
