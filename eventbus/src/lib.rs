@@ -41,8 +41,24 @@
 //! Mark a free function `#[subscriber]`. It takes the message as `&T` or `&Message<T>` (which
 //! adds [`Message::seq`], its place in the topic's order), then optionally `&Bus` (to publish
 //! more) and any number of [`State<T>`] (values given to the builder, such as a database
-//! pool). It returns `()` or `Result<(), E>` with `E: Display`. [`Bus::new`] starts every
-//! `#[subscriber]` in the program; [`Bus::builder`] starts only those you choose.
+//! pool). It returns `()` or `Result<(), E>` with `E: Display` (an `E` that is a
+//! `std::error::Error + Send + Sync` is kept whole in its dead letter: see section 4).
+//!
+//! [`Bus::new`] starts every `#[subscriber]` linked into the binary: those of your
+//! dependencies too, not only your own crate's. To start only your own, choose them by
+//! module with [`Bus::builder`]: `registered_in("my_app")` takes the subscribers defined in
+//! the crate `my_app` and its modules (section 7 says more).
+//!
+//! ```
+//! use eventbus::Bus;
+//!
+//! let everything = Bus::new(); // every #[subscriber] in the binary, dependencies' included
+//! let mine = Bus::builder().registered_in("my_app").build(); // only those in `my_app`
+//! # everything.close();
+//! # mine.close();
+//! ```
+//!
+//! A subscriber with shared state and a bus to publish on:
 //!
 //! ```
 //! use std::sync::Mutex;
@@ -258,8 +274,10 @@
 //!
 //! # Features
 //!
-//! - `tracing`: a span per delivery attempt, `warn` events for drops and dead letters, an
-//!   `info` event on close. Nothing is compiled in without it.
+//! - `tracing`: a span per delivery attempt; `warn` events for drops, for dead letters and,
+//!   once per topic, for a publish to a topic that has never had a subscriber (most likely
+//!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
+//!   Nothing is compiled in without it.
 //! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
 
 #![deny(missing_docs)]
