@@ -30,6 +30,9 @@ pub struct BusBuilder {
     dead_letter_capacity: usize,
     states: States,
     on_dead_letter: Option<Hook>,
+    /// Where async subscribers run (feature `tokio`).
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// Which registered subscribers to start. Both fields are kept, rather than one replacing
@@ -170,7 +173,17 @@ impl BusBuilder {
             dead_letter_capacity: Self::DEFAULT_DEAD_LETTER_CAPACITY,
             states: States::default(),
             on_dead_letter: None,
+            #[cfg(feature = "tokio")]
+            runtime: None,
         }
+    }
+
+    /// The tokio runtime async subscribers run on (feature `tokio`). Without it, `build()`
+    /// takes the runtime current where it is called, if any.
+    #[cfg(feature = "tokio")]
+    pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
     }
 
     /// Starts every `#[subscriber]` in the binary, those of its dependencies included (what
@@ -366,6 +379,11 @@ impl BusBuilder {
                     source,
                 })
             })?;
+        #[cfg(feature = "tokio")]
+        bus.engine.set_runtime(
+            self.runtime
+                .or_else(|| tokio::runtime::Handle::try_current().ok()),
+        );
         for registration in chosen {
             if let Err(error) = (registration.start)(&bus, registration.options()) {
                 bus.close();

@@ -56,8 +56,25 @@ struct Owner(Arc<Engine>);
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        self.0.close(None);
+        close(&self.0, None);
     }
+}
+
+/// Closes the bus, blocking the calling thread as it must. On a tokio runtime's thread
+/// (feature `tokio`) the wait must not stop the bus's own tasks: on a multi-thread runtime
+/// the thread hands its other tasks off while it waits (`block_in_place`); on a
+/// `current_thread` runtime it cannot wait at all, so the close begins and this returns at
+/// once, as from inside a handler.
+fn close(engine: &Engine, deadline: Option<Instant>) -> CloseReport {
+    #[cfg(feature = "tokio")]
+    match crate::asynchronous::on_runtime() {
+        Some(tokio::runtime::RuntimeFlavor::CurrentThread) => {
+            return engine.close_from(deadline, true)
+        }
+        Some(_) => return tokio::task::block_in_place(|| engine.close(deadline)),
+        None => {}
+    }
+    engine.close(deadline)
 }
 
 impl Bus {
@@ -99,6 +116,11 @@ impl Bus {
     /// returns its seq (the message was accepted; the close abandoned it, as it abandons
     /// queued ones).
     ///
+    /// With feature `tokio`, on a runtime's thread a publish that would wait for room waits
+    /// in `block_in_place` (multi-thread runtime), or is refused with `WouldDeadlock`
+    /// (`current_thread` runtime, where the bus's tasks could never make room): use
+    /// [`publish_async`](Bus::publish_async) there.
+    ///
     /// # Errors
     ///
     /// [`PublishError::Closed`], with the message, once the bus is closing; handlers of this
@@ -109,12 +131,52 @@ impl Bus {
     /// publishes, for this handler's own subscription: its own full mailbox, or a cycle such
     /// as A → B → A. Waiting there could never end, so nothing is published.
     pub fn publish<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
+        #[cfg(feature = "tokio")]
+        if let Some(flavor) = crate::asynchronous::on_runtime() {
+            return self.publish_on_runtime(message, flavor);
+        }
         self.engine
             .publish(message, Wait::Forever)
             .map_err(|(message, refused)| match refused {
                 Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
                 Refused::Closed | Refused::Timeout | Refused::Full => PublishError::Closed(message),
             })
+    }
+
+    /// `publish` on a tokio runtime's thread: it must not stop the bus's own tasks by
+    /// blocking the thread. Without a wait it publishes as anywhere; where it would have to
+    /// wait, on a multi-thread runtime it hands the thread's other tasks off while it waits
+    /// (`block_in_place`), and on a `current_thread` runtime it refuses with
+    /// `WouldDeadlock`, since the task that would make room could never run.
+    #[cfg(feature = "tokio")]
+    fn publish_on_runtime<T: Topic>(
+        &self,
+        message: T,
+        flavor: tokio::runtime::RuntimeFlavor,
+    ) -> Result<u64, PublishError<T>> {
+        let message = match self.engine.publish(message, Wait::Never) {
+            Ok(seq) => return Ok(seq),
+            Err((message, Refused::Full)) => message,
+            Err((message, Refused::WouldDeadlock)) => {
+                return Err(PublishError::WouldDeadlock(message))
+            }
+            Err((message, Refused::Closed | Refused::Timeout)) => {
+                return Err(PublishError::Closed(message))
+            }
+        };
+        if flavor == tokio::runtime::RuntimeFlavor::CurrentThread {
+            return Err(PublishError::WouldDeadlock(message));
+        }
+        tokio::task::block_in_place(|| {
+            self.engine.publish(message, Wait::Forever).map_err(
+                |(message, refused)| match refused {
+                    Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
+                    Refused::Closed | Refused::Timeout | Refused::Full => {
+                        PublishError::Closed(message)
+                    }
+                },
+            )
+        })
     }
 
     /// Publishes a message only if that needs no wait: every `Block` subscriber has room
@@ -269,9 +331,11 @@ impl Bus {
     ///
     /// Called from inside one of this bus's handlers, it starts the close and returns at once,
     /// since it cannot wait for its own handler. After a `close_timeout` that ran out, it
-    /// returns at once too.
+    /// returns at once too. With feature `tokio`, on a `current_thread` runtime's thread it
+    /// starts the close and returns at once (waiting would stop the bus's tasks: use
+    /// `close_async`); on a multi-thread runtime's thread it waits in `block_in_place`.
     pub fn close(&self) {
-        self.engine.close(None);
+        close(&self.engine, None);
     }
 
     /// Closes like [`close`](Bus::close), returning within `timeout` whatever handlers,
@@ -285,7 +349,7 @@ impl Bus {
     /// was left finishes on its own threads: a handler still running, the hook; nothing
     /// waits for them, not even dropping the last `Bus`.
     pub fn close_timeout(&self, timeout: Duration) -> CloseReport {
-        self.engine.close(Instant::now().checked_add(timeout))
+        close(&self.engine, Instant::now().checked_add(timeout))
     }
 
     /// Whether the bus has stopped accepting publishes from outside its handlers.
@@ -314,7 +378,7 @@ impl Bus {
     }
 
     /// A handle for a worker: it does not keep the bus open.
-    fn worker_handle(&self) -> Bus {
+    pub(crate) fn worker_handle(&self) -> Bus {
         Bus {
             engine: Arc::clone(&self.engine),
             owner: None,

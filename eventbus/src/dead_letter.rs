@@ -13,7 +13,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use crate::handler::{drop_quietly, Failure};
-use crate::shared::Shared;
 use crate::{observe, Message};
 
 /// A message whose every attempt failed, with what went wrong.
@@ -52,7 +51,7 @@ pub struct DeadLetter {
 
 impl DeadLetter {
     pub(crate) fn new<T: Send + Sync + 'static>(
-        message: Shared<Message<T>>,
+        message: Message<T>,
         subscriber: Arc<str>,
         error: Failure,
         attempts: u32,
@@ -103,8 +102,7 @@ impl DeadLetter {
 
     /// The whole message, if it is a `Message<T>`.
     pub fn message<T: 'static>(&self) -> Option<&Message<T>> {
-        let message = self.message.downcast_ref::<Shared<Message<T>>>()?;
-        Some(&**message)
+        self.message.downcast_ref::<Message<T>>()
     }
 }
 

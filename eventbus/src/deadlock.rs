@@ -135,6 +135,17 @@ pub(crate) fn lock_order<'a, S>(
     }
 }
 
+/// Whether `waiter` waiting for a topic's turn (the order lock's holder blocked on a
+/// mailbox) leads back to it. For a task, which waits for the turn without taking the lock
+/// and asks again each time it wakes.
+#[cfg(feature = "tokio")]
+pub(crate) fn turn_leads_back(waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
+    waiter.waits.lock().topic = Some(Arc::clone(topic));
+    let found = leads_back(waiter);
+    waiter.waits.lock().topic = None;
+    found
+}
+
 /// Records that `waiter`'s worker is about to wait on the workers of `on` (full mailboxes,
 /// or one to finish), and refuses if that leads back to it. The record lasts as long as the
 /// guard.

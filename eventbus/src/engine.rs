@@ -25,9 +25,10 @@ use crate::mailbox::mailbox;
 use crate::observe;
 use crate::state::States;
 use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
-use crate::subscriber::SubscriptionCore;
+use crate::subscriber::{Consumer, SubscriptionCore};
 use crate::topic::{AnyTopic, Refused, Topic, TopicState, Wait};
-use crate::worker::{self, Context, Run};
+use crate::worker::thread::Run;
+use crate::worker::{self, Context};
 use crate::{Options, SubscribeError};
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
@@ -47,6 +48,17 @@ pub(crate) struct Engine {
     /// Whether the close has been announced (`tracing`).
     announced: AtomicBool,
     next_subscription: AtomicU64,
+    /// Where task workers run.
+    #[cfg(feature = "tokio")]
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+}
+
+/// A subscription's name: the one given, else `subscription-N`.
+fn subscription_name(options: &Options, id: u64) -> String {
+    match &options.name {
+        Some(name) => name.clone(),
+        None => format!("subscription-{id}"),
+    }
 }
 
 struct Entry {
@@ -72,6 +84,8 @@ impl Engine {
             subscriptions: Mutex::new(Vec::new()),
             announced: AtomicBool::new(false),
             next_subscription: AtomicU64::new(1),
+            #[cfg(feature = "tokio")]
+            runtime: std::sync::OnceLock::new(),
         }))
     }
 
@@ -113,17 +127,95 @@ impl Engine {
             .get_or_make(TypeId::of::<T>(), || Arc::new(TopicState::<T>::new()))
     }
 
-    /// Starts a subscription of `T`: a mailbox, and a worker running `handler`.
+    /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`.
     pub(crate) fn subscribe<T: Topic>(
         &self,
         options: Options,
         handler: impl Run<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
-        let id = self.next_subscription.fetch_add(1, Relaxed);
-        let name: Arc<str> = match &options.name {
-            Some(name) => name.as_str().into(),
-            None => format!("subscription-{id}").into(),
+        self.subscribe_with(options, Consumer::Worker, |inbox, core, context| {
+            worker::thread::spawn(inbox, core, context, handler)
+        })
+    }
+
+    /// Starts a subscription of `T`: a mailbox, and a task worker running `handler` on the
+    /// bus's runtime.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn subscribe_task<T: Topic>(
+        &self,
+        options: Options,
+        handler: impl worker::task::RunAsync<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let Some(runtime) = self.runtime.get().cloned() else {
+            return Err(SubscribeError::NoRuntime {
+                name: subscription_name(&options, self.next_subscription.load(Relaxed)),
+            });
         };
+        self.subscribe_with(options, Consumer::Worker, move |inbox, core, context| {
+            worker::task::spawn(&runtime, inbox, core, context, handler);
+            Ok(())
+        })
+    }
+
+    /// Starts a subscription of `T` whose mailbox the caller consumes itself (a stream).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn subscribe_stream<T: Topic>(
+        &self,
+        options: Options,
+    ) -> Result<(Arc<SubscriptionCore>, crate::mailbox::Inbox<T>), SubscribeError> {
+        let mut taken = None;
+        let core = self.subscribe_with(options, Consumer::Caller, |inbox, _, _| {
+            taken = Some(inbox);
+            Ok(())
+        })?;
+        match taken {
+            Some(inbox) => Ok((core, inbox)),
+            None => unreachable!("a started subscription handed its mailbox over"),
+        }
+    }
+
+    /// The runtime task workers run on: the builder's, or the one current at `build()`.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn set_runtime(&self, runtime: Option<tokio::runtime::Handle>) {
+        if let Some(runtime) = runtime {
+            let _ = self.runtime.set(runtime);
+        }
+    }
+
+    /// Publishes like [`publish`](Self::publish) with `Wait::Forever`, awaiting instead of
+    /// blocking (see `TopicState::publish_async`).
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn publish_async<T: Topic>(&self, payload: T) -> Result<u64, (T, Refused)> {
+        let topic = self.topic::<T>();
+        let publisher = worker::current(self.id);
+        let published = typed::<T>(&*topic)
+            .publish_async(payload, &self.lifecycle, publisher)
+            .await;
+        self.lifecycle.poke();
+        published
+    }
+
+    /// Takes a subscription off its topic and retires it, without waiting for anything:
+    /// for a stream, whose consumer is the caller.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn detach(&self, core: &Arc<SubscriptionCore>) {
+        self.leave(core);
+        core.retire();
+    }
+
+    /// Starts a subscription of `T` whose mailbox `start` hands to its consumer.
+    fn subscribe_with<T: Topic>(
+        &self,
+        options: Options,
+        consumer: Consumer,
+        start: impl FnOnce(
+            crate::mailbox::Inbox<T>,
+            Arc<SubscriptionCore>,
+            Context,
+        ) -> std::io::Result<()>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let id = self.next_subscription.fetch_add(1, Relaxed);
+        let name: Arc<str> = subscription_name(&options, id).into();
         if options.capacity == 0 || options.capacity > Options::MAX_CAPACITY {
             return Err(SubscribeError::Capacity {
                 name: name.to_string(),
@@ -147,7 +239,7 @@ impl Engine {
                 name: name.to_string(),
             });
         }
-        let started = self.start(id, name, options, handler);
+        let started = self.start(id, name, options, consumer, start);
         self.lifecycle.end_subscribe();
         started
     }
@@ -157,12 +249,17 @@ impl Engine {
         id: u64,
         name: Arc<str>,
         options: Options,
-        handler: impl Run<T>,
+        consumer: Consumer,
+        start: impl FnOnce(
+            crate::mailbox::Inbox<T>,
+            Arc<SubscriptionCore>,
+            Context,
+        ) -> std::io::Result<()>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let topic = self.topic::<T>();
         let typed = typed::<T>(&*topic);
         let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), |retirer| {
-            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, retirer)
+            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
         });
         let core = Arc::clone(&outbox.core);
         self.lifecycle.started(Arc::clone(&core));
@@ -171,7 +268,7 @@ impl Engine {
             lifecycle: Arc::clone(&self.lifecycle),
             dead_letters: Arc::clone(&self.dead_letters),
         };
-        if let Err(source) = worker::spawn(inbox, Arc::clone(&core), context, handler) {
+        if let Err(source) = start(inbox, Arc::clone(&core), context) {
             self.lifecycle.finished(&core);
             return Err(SubscribeError::Spawn {
                 name: name.to_string(),
@@ -192,14 +289,7 @@ impl Engine {
     /// worker waits for (directly or through others: see `deadlock.rs`); there it returns at
     /// once and the worker finishes later, which a close waits for.
     pub(crate) fn unsubscribe(&self, core: &Arc<SubscriptionCore>) {
-        let entry = {
-            let mut subscriptions = self.subscriptions.lock();
-            let at = subscriptions.iter().position(|e| e.core.id == core.id);
-            at.map(|at| subscriptions.remove(at))
-        };
-        if let Some(entry) = entry {
-            entry.topic.remove(core.id);
-        }
+        self.leave(core);
         core.retire();
         match worker::current(self.id) {
             None => {
@@ -217,9 +307,31 @@ impl Engine {
         }
     }
 
+    /// Takes a subscription off the bus's list and its topic's.
+    fn leave(&self, core: &SubscriptionCore) {
+        let entry = {
+            let mut subscriptions = self.subscriptions.lock();
+            let at = subscriptions.iter().position(|e| e.core.id == core.id);
+            at.map(|at| subscriptions.remove(at))
+        };
+        if let Some(entry) = entry {
+            entry.topic.remove(core.id);
+        }
+    }
+
+    /// Whether the caller is one of this bus's workers.
+    pub(crate) fn inside(&self) -> bool {
+        worker::current(self.id).is_some()
+    }
+
     /// Closes the bus (see `lifecycle.rs`) and reports what it left.
     pub(crate) fn close(&self, deadline: Option<Instant>) -> CloseReport {
-        let inside = worker::current(self.id).is_some();
+        self.close_from(deadline, self.inside())
+    }
+
+    /// Closes the bus; `inside` says whether the caller is one of its workers (which cannot
+    /// wait for itself).
+    pub(crate) fn close_from(&self, deadline: Option<Instant>, inside: bool) -> CloseReport {
         let closed = self.lifecycle.close(deadline, inside);
         // What was left, read before a forced stop makes the workers let go of it.
         let subscriptions = self.every_subscription();

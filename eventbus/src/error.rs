@@ -146,6 +146,13 @@ pub enum SubscribeError {
     },
     /// The handler takes a `State<T>` that the bus was not given.
     MissingState(MissingState),
+    /// An async subscriber, and no tokio runtime: none was given to the builder
+    /// (`BusBuilder::runtime`) nor current at `build()`.
+    #[cfg(feature = "tokio")]
+    NoRuntime {
+        /// The subscriber's name.
+        name: String,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -176,6 +183,12 @@ impl fmt::Display for SubscribeError {
                 capacity.saturating_mul(16)
             ),
             SubscribeError::MissingState(missing) => write!(f, "{missing}"),
+            #[cfg(feature = "tokio")]
+            SubscribeError::NoRuntime { name } => write!(
+                f,
+                "subscriber `{name}` is async, but the bus has no tokio runtime: build the bus \
+                 inside one, or give one with `Bus::builder().runtime(handle)`"
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -200,6 +213,8 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState(_)
             | SubscribeError::Closed { .. } => None,
+            #[cfg(feature = "tokio")]
+            SubscribeError::NoRuntime { .. } => None,
         }
     }
 }

@@ -127,12 +127,36 @@ where
 pub(crate) fn attempt(run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(result) => result,
-        Err(panic) => {
-            let failure = Failure::text(format_args!("panicked: {}", panic_message(&*panic)));
-            let _ = drop_quietly(panic);
-            Err(failure)
-        }
+        Err(panic) => Err(panicked(panic)),
     }
+}
+
+/// A panic as a failed attempt; the payload is dropped where it cannot unwind.
+fn panicked(panic: Box<dyn Any + Send>) -> Failure {
+    let failure = Failure::text(format_args!("panicked: {}", panic_message(&*panic)));
+    let _ = drop_quietly(panic);
+    failure
+}
+
+/// Runs one async attempt: making the future and every poll of it; a panic in either is a
+/// failed attempt.
+#[cfg(feature = "tokio")]
+pub(crate) async fn attempt_async<F>(make: impl FnOnce() -> F) -> Result<(), Failure>
+where
+    F: std::future::Future<Output = Result<(), Failure>>,
+{
+    let future = match catch_unwind(AssertUnwindSafe(make)) {
+        Ok(future) => future,
+        Err(panic) => return Err(panicked(panic)),
+    };
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(move |cx| {
+        match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            Err(panic) => std::task::Poll::Ready(Err(panicked(panic))),
+        }
+    })
+    .await
 }
 
 /// Drops `value` where a panic in its `Drop` cannot unwind into the caller; whether it

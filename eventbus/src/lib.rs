@@ -291,6 +291,8 @@ mod subscription;
 mod engine;
 mod lifecycle;
 // Topics: the order of each, found by type.
+#[cfg(feature = "tokio")]
+mod asynchronous;
 mod directory;
 mod topic;
 // Workers, and the delivery kinds they take messages from.
@@ -308,7 +310,11 @@ mod shared;
 mod state;
 mod stats;
 mod subscriber;
+#[cfg(feature = "tokio")]
+mod wake;
 
+#[cfg(feature = "tokio")]
+pub use asynchronous::MessageStream;
 pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
 pub use dead_letter::DeadLetter;
@@ -384,6 +390,21 @@ pub mod __private {
         fn from_bus(bus: &'a Bus) -> Self {
             bus
         }
+    }
+
+    /// Starts a registered async subscriber, whose handler also gets the bus.
+    #[cfg(feature = "tokio")]
+    pub fn subscribe_registered_async<T, H, A>(
+        bus: &Bus,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        H: FnMut(Message<T>, Bus) -> A + Send + 'static,
+        A: std::future::Future<Output = Result<(), Failure>> + Send + 'static,
+    {
+        bus.subscribe_registered_async(options, handler)
     }
 
     /// Turns a `#[subscriber]`'s return value into an attempt's outcome, keeping a concrete

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::subscriber::SubscriptionCore;
+use crate::subscriber::{Consumer, SubscriptionCore};
 
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
@@ -93,6 +93,9 @@ pub(crate) struct Lifecycle {
     changed_lock: Mutex<()>,
     /// Notified when the bus closes and when a worker finishes.
     changed: Condvar,
+    /// Tasks waiting out a retry's backoff wait here for a forced stop.
+    #[cfg(feature = "tokio")]
+    stop_wake: crate::wake::Wake,
 }
 
 impl std::fmt::Debug for Lifecycle {
@@ -118,6 +121,8 @@ impl Lifecycle {
             hint: AtomicUsize::new(0),
             changed_lock: Mutex::new(()),
             changed: Condvar::new(),
+            #[cfg(feature = "tokio")]
+            stop_wake: crate::wake::Wake::default(),
         }
     }
 
@@ -312,8 +317,7 @@ impl Lifecycle {
             return Closed::Begun;
         }
         let drained = self.wait_until(deadline, None, || self.is_closed());
-        let finished =
-            drained && self.wait_until(deadline, None, || self.running.lock().is_empty());
+        let finished = drained && self.wait_until(deadline, None, || self.workers_finished());
         if self.is_stopped() {
             return Closed::Stopped;
         }
@@ -323,12 +327,21 @@ impl Lifecycle {
         Closed::Completed
     }
 
+    /// Whether every running subscription's worker has finished; a stream's consumer is the
+    /// application, which a close does not wait for once it has drained.
+    fn workers_finished(&self) -> bool {
+        let running = self.running.lock();
+        running.iter().all(|core| core.consumer == Consumer::Caller)
+    }
+
     /// A forced stop: the bus is closed at once, workers take no more messages (what their
     /// mailboxes hold is dropped, counted), and every wait on `stop_rx` ends.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, SeqCst);
         self.state.store(CLOSED, SeqCst);
         self.stop_tx.lock().take();
+        #[cfg(feature = "tokio")]
+        self.stop_wake.notify_now();
         self.retire_all();
         self.notify();
     }
@@ -336,6 +349,25 @@ impl Lifecycle {
     #[inline]
     pub(crate) fn stop_signal(&self) -> &Receiver<()> {
         &self.stop_rx
+    }
+
+    /// Sleeps (as a task) for `delay` unless a forced stop comes first (`false`).
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn sleep_async(&self, delay: Duration) -> bool {
+        let until = tokio::time::Instant::now() + delay;
+        loop {
+            let now = tokio::time::Instant::now();
+            if self.is_stopped() {
+                return false;
+            }
+            if now >= until {
+                return true;
+            }
+            // A forced stop announces itself fenced: no wake-up is missed.
+            self.stop_wake
+                .wait_unless(until - now, || self.is_stopped())
+                .await;
+        }
     }
 
     /// Sleeps for `delay` unless a forced stop comes first (`false`).

@@ -21,6 +21,8 @@
 //! A publisher that finds a mailbox full, then the flag set, leaves it: the wake-up signal may
 //! have taken the last slot, and the subscription is leaving anyway.
 
+#[cfg(feature = "tokio")]
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +31,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError
 
 use crate::deadlock::TopicWaits;
 use crate::observe;
-use crate::shared::Shared;
 use crate::stats::Counters;
 use crate::subscriber::{Retire, SubscriptionCore};
 use crate::{Message, Overflow};
@@ -39,7 +40,7 @@ use crate::{Message, Overflow};
 const RECHECK: Duration = Duration::from_millis(1);
 
 /// What the channel carries: a message, or `None` to wake a worker whose mailbox was shut.
-type Item<T> = Option<Shared<Message<T>>>;
+type Item<T> = Option<Message<T>>;
 
 /// What became of one message offered to one mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +92,33 @@ impl Handouts {
 struct Flags {
     /// Set by `retire`; read by the publisher before each hand-out and by the worker.
     shut: AtomicBool,
+    /// A task consuming this mailbox waits here for a message (or the retire's signal).
+    #[cfg(feature = "tokio")]
+    arrived: crate::wake::Wake,
+    /// Whether the consumer is a task: then every arrival is announced, fenced.
+    #[cfg(feature = "tokio")]
+    by_task: std::sync::atomic::AtomicBool,
+    /// `publish_async` calls wait here for room.
+    #[cfg(feature = "tokio")]
+    room: crate::wake::Wake,
+}
+
+impl Flags {
+    /// A message (or the retire's signal) went in.
+    #[inline]
+    fn arrived(&self) {
+        #[cfg(feature = "tokio")]
+        if self.by_task.load(Relaxed) {
+            self.arrived.notify_now();
+        }
+    }
+
+    /// The consumer took a message out: room for one.
+    #[inline]
+    fn made_room(&self) {
+        #[cfg(feature = "tokio")]
+        self.room.notify();
+    }
 }
 
 pub(crate) struct Outbox<T> {
@@ -115,6 +143,7 @@ impl<T: Send + Sync> Retire for Retirer<T> {
         // Fails only when the mailbox is full: then its worker is not waiting, and reads the
         // flag before it waits again.
         let _ = self.tx.try_send(None);
+        self.flags.arrived();
     }
 }
 
@@ -205,11 +234,22 @@ impl<T> Outbox<T> {
         }
     }
 
+    /// Waits (as a task) until a full `Block` mailbox may have room: woken by its consumer,
+    /// or after `wake::BACKSTOP`. Holds no lock.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn room(&self) {
+        let backstop = crate::wake::BACKSTOP;
+        self.flags
+            .room
+            .wait_unless(backstop, || !self.would_block())
+            .await;
+    }
+
     /// Offers one message (this mailbox's reference to it), waiting for room (with `Block`)
     /// until a forced stop.
     pub(crate) fn offer(
         &self,
-        message: Shared<Message<T>>,
+        message: Message<T>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
@@ -231,7 +271,7 @@ impl<T> Outbox<T> {
             Overflow::DropOldest => self.send_evicting(tx, Some(message)),
         };
         match offer {
-            Offer::Accepted => {}
+            Offer::Accepted => self.flags.arrived(),
             // Published after the unsubscribe began: not this subscription's.
             Offer::Retired => Counters::unbump(&counters.received),
             Offer::Dropped | Offer::Abandoned => {
@@ -323,10 +363,10 @@ impl<T> Inbox<T> {
     }
 
     /// Takes whatever is in the mailbox now, without waiting: after a forced stop.
-    pub(crate) fn try_next(&self) -> Option<Shared<Message<T>>> {
+    pub(crate) fn try_next(&self) -> Option<Message<T>> {
         loop {
             match self.rx.try_recv() {
-                Ok(Some(message)) => return Some(message),
+                Ok(Some(message)) => return Some(self.took(message)),
                 Ok(None) => {}
                 Err(_) => return None,
             }
@@ -335,7 +375,7 @@ impl<T> Inbox<T> {
 
     /// The next message, waiting for one; `None` once the mailbox is shut and nothing more
     /// can arrive (see the module docs).
-    pub(crate) fn next(&mut self) -> Option<Shared<Message<T>>> {
+    pub(crate) fn next(&mut self) -> Option<Message<T>> {
         loop {
             match self.phase {
                 Phase::Open => {
@@ -344,7 +384,7 @@ impl<T> Inbox<T> {
                         continue;
                     }
                     match self.rx.recv() {
-                        Ok(Some(message)) => return Some(message),
+                        Ok(Some(message)) => return Some(self.took(message)),
                         Ok(None) => self.phase = Phase::Shut,
                         Err(_) => return None,
                     }
@@ -355,13 +395,64 @@ impl<T> Inbox<T> {
                         continue;
                     }
                     match self.rx.recv_timeout(RECHECK) {
-                        Ok(Some(message)) => return Some(message),
+                        Ok(Some(message)) => return Some(self.took(message)),
                         Ok(None) | Err(RecvTimeoutError::Timeout) => {}
                         Err(RecvTimeoutError::Disconnected) => return None,
                     }
                 }
                 Phase::Settled => match self.rx.try_recv() {
-                    Ok(Some(message)) => return Some(message),
+                    Ok(Some(message)) => return Some(self.took(message)),
+                    Ok(None) => {}
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
+                },
+            }
+        }
+    }
+
+    #[inline]
+    fn took(&self, message: Message<T>) -> Message<T> {
+        self.flags.made_room();
+        message
+    }
+
+    /// The next message, as [`next`](Self::next) gives it, awaiting instead of blocking: for
+    /// a consumer that is a task. Cancel-safe: a message is taken only when it is returned.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
+        self.flags.by_task.store(true, Relaxed);
+        loop {
+            match self.phase {
+                Phase::Open => {
+                    if self.flags.shut.load(Acquire) {
+                        self.phase = Phase::Shut;
+                        continue;
+                    }
+                    match self.rx.try_recv() {
+                        Ok(Some(message)) => return Some(self.took(message)),
+                        Ok(None) => self.phase = Phase::Shut,
+                        Err(TryRecvError::Disconnected) => return None,
+                        Err(TryRecvError::Empty) => {
+                            let (rx, flags) = (&self.rx, &self.flags);
+                            let ready = || !rx.is_empty() || flags.shut.load(Acquire);
+                            // Every arrival is announced fenced: no wake-up is missed.
+                            self.flags.arrived.wait_unless(RECHECK * 1000, ready).await;
+                        }
+                    }
+                }
+                Phase::Shut => {
+                    if self.handouts.none_at(self.subscription) {
+                        self.phase = Phase::Settled;
+                        continue;
+                    }
+                    match self.rx.try_recv() {
+                        Ok(Some(message)) => return Some(self.took(message)),
+                        Ok(None) => {}
+                        Err(TryRecvError::Empty) => tokio::time::sleep(RECHECK).await,
+                        Err(TryRecvError::Disconnected) => return None,
+                    }
+                }
+                Phase::Settled => match self.rx.try_recv() {
+                    Ok(Some(message)) => return Some(self.took(message)),
                     Ok(None) => {}
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
                 },

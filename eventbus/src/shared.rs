@@ -14,7 +14,7 @@ use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{
     fence, AtomicUsize,
-    Ordering::{Acquire, Release},
+    Ordering::{Acquire, Relaxed, Release},
 };
 
 struct Counted<T> {
@@ -23,7 +23,7 @@ struct Counted<T> {
     value: T,
 }
 
-/// One reference to a shared value. Made only by [`shared`], never cloned.
+/// One reference to a shared value. Made by [`shared`], or by cloning another.
 pub(crate) struct Shared<T> {
     counted: NonNull<Counted<T>>,
     _owns: PhantomData<Counted<T>>,
@@ -100,6 +100,22 @@ impl<T> Drop for References<T> {
         if self.left > 0 {
             // SAFETY: the `left` references not handed out are this one's to let go of.
             unsafe { release(self.counted, self.left) };
+        }
+    }
+}
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        // SAFETY: this reference is counted, so the allocation is still there.
+        let refs = unsafe { &self.counted.as_ref().refs };
+        // As in `Arc`: a new reference is made from an existing one, so no ordering is
+        // needed; a count near overflow (leaked clones) aborts rather than wrap.
+        if refs.fetch_add(1, Relaxed) > isize::MAX as usize {
+            std::process::abort();
+        }
+        Shared {
+            counted: self.counted,
+            _owns: PhantomData,
         }
     }
 }
@@ -188,6 +204,17 @@ mod tests {
         let mut references = shared(Brittle(Arc::clone(&drops)), 2);
         let (one, two) = (references.next().unwrap(), references.next().unwrap());
         drop(one);
+        drop(two);
+        assert_eq!(drops.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn a_clone_is_one_more_reference() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let one = shared(Tally(Arc::clone(&drops), 5), 1).next().unwrap();
+        let two = one.clone();
+        drop(one);
+        assert_eq!((drops.load(SeqCst), two.1), (0, 5));
         drop(two);
         assert_eq!(drops.load(SeqCst), 1);
     }

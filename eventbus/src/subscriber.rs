@@ -20,12 +20,23 @@ pub(crate) trait Retire: Send + Sync {
     fn retire(&self);
 }
 
+/// Who consumes a subscription's mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Consumer {
+    /// A worker of the bus's (a thread or a task), which a close waits for.
+    Worker,
+    /// The application itself (a stream): a close waits until it has taken everything
+    /// accepted, not for it to go away.
+    Caller,
+}
+
 /// What a subscription's publishers, worker and bus share.
 pub(crate) struct SubscriptionCore {
     pub(crate) id: u64,
     pub(crate) name: Arc<str>,
     pub(crate) topic: &'static str,
     pub(crate) options: Options,
+    pub(crate) consumer: Consumer,
     pub(crate) counters: Counters,
     /// This subscription in the wait graph (`deadlock.rs`).
     pub(crate) node: Arc<WaitNode>,
@@ -41,6 +52,7 @@ impl SubscriptionCore {
         name: Arc<str>,
         topic: &'static str,
         options: Options,
+        consumer: Consumer,
         delivery: Box<dyn Retire>,
     ) -> Self {
         SubscriptionCore {
@@ -48,6 +60,7 @@ impl SubscriptionCore {
             name,
             topic,
             options,
+            consumer,
             counters: Counters::default(),
             node: WaitNode::new(id),
             delivery,

@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use crate::deadlock::{self, NoLock, Patience, TopicWaits};
 use crate::lifecycle::Lifecycle;
 use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
+use crate::message::Envelope;
 use crate::shared::shared;
 use crate::subscriber::SubscriptionCore;
 use crate::Message;
@@ -115,6 +116,9 @@ pub(crate) struct TopicState<T> {
     edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
     waits: Arc<TopicWaits>,
+    /// `publish_async` calls wait here for the topic's turn.
+    #[cfg(feature = "tokio")]
+    turn: crate::wake::Wake,
     /// Set once a publish found the topic had never had a subscriber, and said so (`tracing`).
     #[cfg(feature = "tracing")]
     warned: std::sync::atomic::AtomicBool,
@@ -177,6 +181,8 @@ impl<T: Topic> TopicState<T> {
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
+            #[cfg(feature = "tokio")]
+            turn: crate::wake::Wake::default(),
             #[cfg(feature = "tracing")]
             warned: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "tracing")]
@@ -245,6 +251,9 @@ impl<T: Topic> TopicState<T> {
             Wait::Until(deadline) => Patience::Until(deadline),
             Wait::Never => Patience::WhileMoving,
         };
+        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
+        #[cfg(feature = "tokio")]
+        let _turn = TurnOver(self);
         let mut order = match deadlock::lock_order(&*self.order, &self.waits, node, patience) {
             Ok(order) => order,
             Err(NoLock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
@@ -301,12 +310,61 @@ impl<T: Topic> TopicState<T> {
             return Ok(seq);
         }
         // One reference per mailbox, made at once (see `shared.rs`).
-        let references = shared(Message::new(seq, self.name, payload), subscribers.len());
-        for (outbox, message) in subscribers.iter().zip(references) {
+        let references = shared(Envelope::new(seq, self.name, payload), subscribers.len());
+        for (outbox, message) in subscribers.iter().zip(references.map(Message::new)) {
             // Every outcome is counted on the subscription (see `Offer`).
             let _: Offer = outbox.offer(message, stop, &self.waits);
         }
         Ok(seq)
+    }
+
+    /// Publishes like [`publish`](Self::publish) with [`Wait::Forever`], awaiting the topic's
+    /// turn and room instead of blocking, with no lock held across an `.await`: each try is
+    /// all or nothing ([`Wait::Never`]), and between tries the task waits for what stopped
+    /// it. Cancel-safe: dropped while waiting, it has published nothing.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn publish_async(
+        &self,
+        mut payload: T,
+        lifecycle: &Lifecycle,
+        publisher: Option<Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
+        loop {
+            match self.publish(payload, Wait::Never, lifecycle, publisher.as_ref()) {
+                Err((back, Refused::Full)) => payload = back,
+                done => return done,
+            }
+            let subscribers = self.subscribers.load_full();
+            let full: Vec<&Arc<Outbox<T>>> =
+                subscribers.iter().filter(|o| o.would_block()).collect();
+            let Some(outbox) = full.first() else {
+                // The turn is held by a publisher waiting for room. A handler waits only
+                // if that does not lead back to it.
+                if let Some(publisher) = &publisher {
+                    if deadlock::turn_leads_back(&publisher.node, &self.waits) {
+                        return Err((payload, Refused::WouldDeadlock));
+                    }
+                }
+                let backstop = crate::wake::BACKSTOP;
+                self.turn
+                    .wait_unless(backstop, || self.order.is_free())
+                    .await;
+                continue;
+            };
+            let _recorded = match &publisher {
+                Some(publisher) => {
+                    let on = full.iter().map(|o| Arc::clone(&o.core.node)).collect();
+                    match deadlock::record(&publisher.node, on) {
+                        Ok(recorded) => Some(recorded),
+                        Err(deadlock::WouldDeadlock) => {
+                            return Err((payload, Refused::WouldDeadlock))
+                        }
+                    }
+                }
+                None => None,
+            };
+            outbox.room().await;
+        }
     }
 
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
@@ -318,6 +376,18 @@ impl<T: Topic> TopicState<T> {
         self.count.store(next.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
+    }
+}
+
+/// Tells tasks waiting for the topic's turn that it is over, once the order lock is let go.
+#[cfg(feature = "tokio")]
+struct TurnOver<'a, T>(&'a TopicState<T>);
+
+#[cfg(feature = "tokio")]
+impl<T> Drop for TurnOver<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.turn.notify();
     }
 }
 

@@ -1,0 +1,104 @@
+//! Workers: each subscription's one consumer, which takes messages from its mailbox in order
+//! and runs the handler, retrying in place and keeping a dead letter when it gives up. Two
+//! kinds, one file each: a thread (`thread.rs`) and, with feature `tokio`, a task
+//! (`task.rs`); what they share is here.
+//!
+//! A worker never dies of user code: the handler's panics are failed attempts, a message or
+//! panic payload that panics when dropped is dropped where that cannot unwind (`shared.rs`,
+//! `handler.rs`), and so is the handler itself when the subscription ends. Its last step,
+//! whatever happened, tells the lifecycle it has finished.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dead_letter::{DeadLetter, DeadLetterStore};
+use crate::handler::Failure;
+use crate::lifecycle::Lifecycle;
+use crate::observe;
+use crate::stats::Counters;
+use crate::subscriber::SubscriptionCore;
+use crate::Message;
+
+#[cfg(feature = "tokio")]
+pub(crate) mod task;
+pub(crate) mod thread;
+
+thread_local! {
+    /// The bus and subscription whose worker this thread is, if any.
+    static CURRENT: RefCell<Option<(u64, Arc<SubscriptionCore>)>> = const { RefCell::new(None) };
+}
+
+#[cfg(feature = "tokio")]
+tokio::task_local! {
+    /// The bus and subscription whose worker this task is.
+    static CURRENT_TASK: (u64, Arc<SubscriptionCore>);
+}
+
+/// The subscription whose worker the calling thread or task is, if it is one of bus `bus`'s.
+pub(crate) fn current(bus: u64) -> Option<Arc<SubscriptionCore>> {
+    let on_thread = CURRENT.with(|current| match &*current.borrow() {
+        Some((of, core)) if *of == bus => Some(Arc::clone(core)),
+        _ => None,
+    });
+    #[cfg(feature = "tokio")]
+    if on_thread.is_none() {
+        return CURRENT_TASK
+            .try_with(|(of, core)| (*of == bus).then(|| Arc::clone(core)))
+            .ok()
+            .flatten();
+    }
+    on_thread
+}
+
+/// What a worker needs of its bus.
+#[derive(Clone, Debug)]
+pub(crate) struct Context {
+    /// The bus's id, to tell its workers from others'.
+    pub(crate) bus: u64,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+    pub(crate) dead_letters: Arc<DeadLetterStore>,
+}
+
+/// Tells the lifecycle the worker has finished, however it ends (a task dropped by its
+/// runtime included).
+struct Finish<'a>(&'a Context, &'a SubscriptionCore);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.lifecycle.finished(self.1);
+    }
+}
+
+/// A message a forced close keeps from its handler: counted as dropped.
+fn abandon<T>(core: &SubscriptionCore, message: Message<T>) {
+    observe::dropped(message.topic(), message.seq(), &core.name, "forced close");
+    drop(message);
+    Counters::bump(&core.counters.abandoned);
+}
+
+/// A message whose attempt succeeded. Counted only once the worker has let go of it (see
+/// `lifecycle.rs`).
+fn delivered<T>(core: &SubscriptionCore, message: Message<T>) {
+    drop(message);
+    Counters::bump(&core.counters.delivered);
+}
+
+/// A failed attempt, counted; the wait before the retry, if there is one.
+fn failed(core: &SubscriptionCore, attempts: u32) -> Option<Duration> {
+    Counters::bump(&core.counters.failed);
+    (attempts <= core.options.retries).then(|| core.options.retry_delay(attempts))
+}
+
+/// A message given up on: kept as a dead letter.
+fn dead_letter<T: Send + Sync + 'static>(
+    core: &SubscriptionCore,
+    context: &Context,
+    message: Message<T>,
+    failure: Failure,
+    attempts: u32,
+) {
+    let letter = DeadLetter::new(message, Arc::clone(&core.name), failure, attempts);
+    context.dead_letters.push(letter);
+    Counters::bump(&core.counters.dead_lettered);
+}

@@ -1,0 +1,99 @@
+//! The task worker (feature `tokio`): one tokio task per subscription, awaiting its mailbox,
+//! one message at a time, in order; retries wait with the runtime's timer.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use super::{abandon, dead_letter, delivered, failed, Context, Finish, CURRENT_TASK};
+use crate::handler::{self, drop_quietly, Failure};
+use crate::mailbox::Inbox;
+use crate::stats::Counters;
+use crate::subscriber::SubscriptionCore;
+use crate::Message;
+
+/// A message handler as a task worker runs it: it owns its share of the message, so its
+/// future may hold it across `.await`s.
+pub(crate) trait RunAsync<T>: Send + 'static {
+    type Attempt: Future<Output = Result<(), Failure>> + Send + 'static;
+    fn call(&mut self, message: Message<T>) -> Self::Attempt;
+}
+
+impl<T, F, A> RunAsync<T> for F
+where
+    F: FnMut(Message<T>) -> A + Send + 'static,
+    A: Future<Output = Result<(), Failure>> + Send + 'static,
+{
+    type Attempt = A;
+
+    fn call(&mut self, message: Message<T>) -> A {
+        self(message)
+    }
+}
+
+/// Starts the worker's task on `runtime`.
+pub(crate) fn spawn<T: Send + Sync + 'static>(
+    runtime: &tokio::runtime::Handle,
+    inbox: Inbox<T>,
+    core: Arc<SubscriptionCore>,
+    context: Context,
+    handler: impl RunAsync<T>,
+) {
+    let current = (context.bus, Arc::clone(&core));
+    runtime.spawn(CURRENT_TASK.scope(current, run(inbox, core, context, handler)));
+}
+
+async fn run<T: Send + Sync + 'static>(
+    mut inbox: Inbox<T>,
+    core: Arc<SubscriptionCore>,
+    context: Context,
+    mut handler: impl RunAsync<T>,
+) {
+    let _finish = Finish(&context, &core);
+    let lifecycle = &context.lifecycle;
+    let counters = &core.counters;
+    while let Some(message) = inbox.next_async().await {
+        Counters::bump(&counters.taken);
+        if lifecycle.is_stopped() {
+            abandon(&core, message);
+            break;
+        }
+        deliver(&core, &context, &mut handler, message).await;
+        // A closing bus is drained only once every mailbox has run dry (see `lifecycle.rs`).
+        if !lifecycle.is_open() && inbox.is_empty() {
+            lifecycle.poke();
+        }
+    }
+    if lifecycle.is_stopped() {
+        while let Some(message) = inbox.try_next() {
+            Counters::bump(&counters.taken);
+            abandon(&core, message);
+        }
+    }
+    drop_quietly(handler);
+    drop(inbox);
+}
+
+/// Runs the handler on one message until it succeeds or its retries are spent.
+async fn deliver<T: Send + Sync + 'static>(
+    core: &SubscriptionCore,
+    context: &Context,
+    handler: &mut impl RunAsync<T>,
+    message: Message<T>,
+) {
+    let mut attempts: u32 = 0;
+    loop {
+        attempts = attempts.saturating_add(1);
+        let share = message.clone();
+        let outcome = handler::attempt_async(|| handler.call(share)).await;
+        let failure = match outcome {
+            Ok(()) => return delivered(core, message),
+            Err(failure) => failure,
+        };
+        match failed(core, attempts) {
+            Some(delay) if context.lifecycle.sleep_async(delay).await => {
+                Counters::bump(&core.counters.retried);
+            }
+            _ => return dead_letter(core, context, message, failure, attempts),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The thread worker: one OS thread per subscription, blocking on its mailbox.
+
+use std::sync::Arc;
+
+use super::{abandon, dead_letter, delivered, failed, Context, Finish, CURRENT};
+use crate::handler::{self, drop_quietly, Failure};
+use crate::mailbox::Inbox;
+use crate::observe;
+use crate::stats::Counters;
+use crate::subscriber::SubscriptionCore;
+use crate::Message;
+
+/// A message handler as a thread worker runs it.
+pub(crate) trait Run<T>: FnMut(&Message<T>) -> Result<(), Failure> + Send + 'static {}
+impl<T, F: FnMut(&Message<T>) -> Result<(), Failure> + Send + 'static> Run<T> for F {}
+
+/// Starts the worker's thread, named after the subscriber.
+pub(crate) fn spawn<T: Send + Sync + 'static>(
+    inbox: Inbox<T>,
+    core: Arc<SubscriptionCore>,
+    context: Context,
+    handler: impl Run<T>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(core.name.to_string())
+        .spawn(move || run(inbox, core, context, handler))
+        .map(drop)
+}
+
+fn run<T: Send + Sync + 'static>(
+    mut inbox: Inbox<T>,
+    core: Arc<SubscriptionCore>,
+    context: Context,
+    mut handler: impl Run<T>,
+) {
+    CURRENT.with(|current| *current.borrow_mut() = Some((context.bus, Arc::clone(&core))));
+    let _current = Cleared;
+    let _finish = Finish(&context, &core);
+    let lifecycle = &context.lifecycle;
+    let counters = &core.counters;
+    while let Some(message) = inbox.next() {
+        Counters::bump(&counters.taken);
+        if lifecycle.is_stopped() {
+            abandon(&core, message);
+            break;
+        }
+        deliver(&core, &context, &mut handler, message);
+        // A closing bus is drained only once every mailbox has run dry: this may be the
+        // last one (see `lifecycle.rs`).
+        if !lifecycle.is_open() && inbox.is_empty() {
+            lifecycle.poke();
+        }
+    }
+    if lifecycle.is_stopped() {
+        // What a forced close left in the mailbox is let go of here, counted, not on the
+        // closing thread.
+        while let Some(message) = inbox.try_next() {
+            Counters::bump(&counters.taken);
+            abandon(&core, message);
+        }
+    }
+    drop_quietly(handler);
+    drop(inbox);
+}
+
+/// Forgets which subscription this thread worked for.
+struct Cleared;
+
+impl Drop for Cleared {
+    fn drop(&mut self) {
+        CURRENT.with(|current| current.borrow_mut().take());
+    }
+}
+
+/// Runs the handler on one message until it succeeds or its retries are spent.
+fn deliver<T: Send + Sync + 'static>(
+    core: &SubscriptionCore,
+    context: &Context,
+    handler: &mut impl Run<T>,
+    message: Message<T>,
+) {
+    let mut attempts: u32 = 0;
+    loop {
+        attempts = attempts.saturating_add(1);
+        let outcome = {
+            let _attempt = observe::attempt(message.topic(), message.seq(), &core.name, attempts);
+            handler::attempt(|| handler(&message))
+        };
+        let failure = match outcome {
+            Ok(()) => return delivered(core, message),
+            Err(failure) => failure,
+        };
+        match failed(core, attempts) {
+            Some(delay) if context.lifecycle.sleep(delay) => {
+                Counters::bump(&core.counters.retried);
+            }
+            _ => return dead_letter(core, context, message, failure, attempts),
+        }
+    }
+}
