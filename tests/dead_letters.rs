@@ -1,6 +1,10 @@
-//! The dead-letter store: bounded, counting what it discards, handing messages back.
+//! The dead-letter store: bounded, counting what it discards, handing messages back; and a
+//! dead letter's `source()`, the handler's error kept whole.
 
-use eventbus::{Bus, Message, Options, Topic};
+use std::error::Error;
+use std::io;
+
+use eventbus::{Bus, BusBuilder, Message, Options, Topic};
 
 #[derive(Topic, Debug, Clone, PartialEq)]
 struct Charge {
@@ -83,4 +87,144 @@ fn a_store_of_zero_keeps_nothing_but_counts_everything() {
     bus.close();
     assert!(bus.dead_letters().is_empty());
     assert_eq!(bus.stats().dead_letters_discarded, 1);
+}
+
+#[test]
+fn the_default_store_keeps_default_dead_letter_capacity() {
+    let bus = Bus::builder().build();
+    failing(&bus);
+    let capacity = BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY;
+    assert_eq!(capacity, 10_000);
+    for account in 0..=capacity as u32 {
+        bus.publish(Charge { account, cents: 1 }).unwrap();
+    }
+    bus.close();
+    let stats = bus.stats();
+    assert_eq!(stats.dead_letters, capacity);
+    assert_eq!(stats.dead_letters_discarded, 1);
+    assert_eq!(bus.dead_letters()[0].seq(), 1);
+}
+
+/// Subscribers whose errors are, or are not, a `std::error::Error`.
+pub mod sources {
+    use std::error::Error;
+    use std::fmt;
+    use std::io;
+    use std::rc::Rc;
+
+    use eventbus::{subscriber, Topic};
+
+    #[derive(Topic, Debug)]
+    pub struct Refund;
+
+    /// An error with a cause behind it.
+    #[derive(Debug)]
+    pub struct LedgerError(pub io::Error);
+
+    impl fmt::Display for LedgerError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the ledger could not be written")
+        }
+    }
+
+    impl Error for LedgerError {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    pub fn read_only() -> LedgerError {
+        LedgerError(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "ledger.db is read-only",
+        ))
+    }
+
+    #[subscriber(name = "ledger")]
+    fn ledger(_: &Refund) -> Result<(), LedgerError> {
+        Err(read_only())
+    }
+
+    #[subscriber(name = "text")]
+    fn text(_: &Refund) -> Result<(), String> {
+        Err("no room in the ledger".to_owned())
+    }
+
+    /// An error, but not `Send`: the dead letter, which crosses threads, keeps its text only.
+    #[derive(Debug)]
+    pub struct LocalError(Rc<str>);
+
+    impl fmt::Display for LocalError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl Error for LocalError {}
+
+    #[subscriber(name = "local")]
+    fn local(_: &Refund) -> Result<(), LocalError> {
+        Err(LocalError("a local error".into()))
+    }
+}
+
+/// The dead letters of one `Refund`, by subscriber name.
+fn refund_letters() -> Vec<eventbus::DeadLetter> {
+    let bus = Bus::builder()
+        .registered_in("dead_letters::sources")
+        .build();
+    bus.publish(sources::Refund).unwrap();
+    bus.close();
+    let mut letters = bus.dead_letters();
+    letters.sort_by(|a, b| a.subscriber().cmp(b.subscriber()));
+    letters
+}
+
+/// `letter`'s source is a `LedgerError` whose own source is the io error.
+fn assert_ledger_chain(letter: &eventbus::DeadLetter) {
+    assert_eq!(letter.error(), "the ledger could not be written");
+    let source = Error::source(letter).expect("the dead letter keeps the handler's error");
+    let ledger = source
+        .downcast_ref::<sources::LedgerError>()
+        .expect("the source is the handler's error");
+    assert_eq!(ledger.0.kind(), io::ErrorKind::PermissionDenied);
+    let io = source
+        .source()
+        .and_then(|cause| cause.downcast_ref::<io::Error>())
+        .expect("the handler's error keeps its own source");
+    assert_eq!(io.to_string(), "ledger.db is read-only");
+}
+
+#[test]
+fn a_subscriber_returning_an_error_keeps_it_as_the_dead_letters_source() {
+    let letters = refund_letters();
+    let ledger = letters.iter().find(|l| l.subscriber() == "ledger").unwrap();
+    assert_ledger_chain(ledger);
+}
+
+#[test]
+fn a_dynamic_handler_returning_a_boxed_error_keeps_it_as_the_dead_letters_source() {
+    let bus = Bus::builder().build();
+    bus.subscribe::<sources::Refund>(
+        Options::default().name("ledger"),
+        |_: &Message<sources::Refund>| -> Result<(), Box<dyn Error + Send + Sync>> {
+            Err(Box::new(sources::read_only()))
+        },
+    );
+    bus.publish(sources::Refund).unwrap();
+    bus.close();
+    assert_ledger_chain(&bus.dead_letters()[0]);
+}
+
+#[test]
+fn an_error_that_is_only_text_or_not_send_has_no_source() {
+    let letters = refund_letters();
+    for (name, text) in [
+        ("local", "a local error"),
+        ("text", "no room in the ledger"),
+    ] {
+        let letter = letters.iter().find(|l| l.subscriber() == name).unwrap();
+        assert_eq!(letter.error(), text);
+        assert!(Error::source(letter).is_none(), "{name}");
+    }
 }

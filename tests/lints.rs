@@ -38,6 +38,16 @@ pub mod shop {
         }
     }
 
+    /// One whose error is a `std::error::Error`, kept whole in the dead letter.
+    ///
+    /// # Errors
+    ///
+    /// Always.
+    #[subscriber(name = "lints.io")]
+    pub fn io(_: &Order) -> ::core::result::Result<(), ::std::io::Error> {
+        ::core::result::Result::Err(::std::io::Error::other("disk full"))
+    }
+
     /// Another.
     #[subscriber(name = "lints.forward")]
     pub fn forward(order: &Message<Order>, bus: &Bus) {
@@ -54,7 +64,10 @@ fn the_lint_clean_subscribers_run() {
         .build();
     bus.publish(shop::Order(0)).unwrap();
     bus.close();
-    assert_eq!(bus.stats().subscriptions.len(), 2);
-    assert_eq!(bus.dead_letters()[0].error(), "order zero");
+    assert_eq!(bus.stats().subscriptions.len(), 3);
+    let letters = bus.dead_letters();
+    let error = |name: &str| letters.iter().find(|l| l.subscriber() == name).unwrap();
+    assert_eq!(error("lints::shop::audit").error(), "order zero");
+    assert!(std::error::Error::source(error("lints.io")).is_some());
     assert_eq!(shop::Envelope::<u64, 2>::name(), "Envelope<u64, 2>");
 }

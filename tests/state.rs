@@ -85,11 +85,17 @@ fn a_missing_state_fails_the_build_naming_the_subscriber_and_the_type() {
         .registered_in("state::needs_missing")
         .try_build()
         .unwrap_err();
-    assert!(matches!(error, BuildError::MissingState { .. }));
+    let BuildError::MissingState(missing) = &error else {
+        panic!("expected MissingState, got {error:?}");
+    };
+    assert_eq!(missing.subscriber, "mailer");
+    assert_eq!(missing.state, "state::needs_missing::Mailer");
+    fn is_error<E: std::error::Error + Clone + Send + Sync + 'static>(_: &E) {}
+    is_error(missing);
     assert_eq!(
         error.to_string(),
-        "subscriber `mailer` takes `State<state::needs_missing::Mailer>`, but the builder was \
-         given no `state::needs_missing::Mailer`: add `.state(...)` with one before `.build()`"
+        "subscriber `mailer` takes `State<state::needs_missing::Mailer>`, but the bus was given \
+         no `state::needs_missing::Mailer`: add `.state(...)` with one to the builder"
     );
 }
 

@@ -86,17 +86,20 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         }
     }
     let call = quote!(#function(#message #(, #arguments)*));
-    // Spanned so that a return type that is neither `()` nor `Result<(), E>` is reported on
-    // the return type.
+    // A concrete error is kept whole (see `__private::Outcome`). Spanned so that a return
+    // type that is neither `()` nor `Result<(), E>` is reported on the return type.
     let result = match handler.output {
         Some(output) => {
             let krate = at(krate, output.span());
             quote_spanned! {output.span()=>
                 let __result = #call;
-                #krate::__private::into_result(__result)
+                (&#krate::__private::Outcome(&__result)).kind().into_result(__result)
             }
         }
-        None => quote!(#krate::__private::into_result(#call)),
+        None => quote! {
+            #call;
+            ::core::result::Result::Ok(())
+        },
     };
     // Spanned so that "not a topic" is reported on the message type.
     let subscribe = {
@@ -134,6 +137,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     bus,
                     options,
                     move |__message: &#krate::Message<#topic>, __bus: &#krate::Bus| {
+                        use #krate::__private::{ViaError as _, ViaHandlerResult as _};
                         let _ = __bus;
                         #result
                     },

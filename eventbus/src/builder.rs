@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use crate::dead_letter::{Hook, DEFAULT_DEAD_LETTER_CAPACITY};
+use crate::dead_letter::Hook;
 use crate::registry::Registration;
 use crate::state::States;
-use crate::{Bus, DeadLetter, SubscribeError};
+use crate::{Bus, DeadLetter, MissingState, SubscribeError};
 
 /// Builds a [`Bus`]. Starts no `#[subscriber]` unless told to.
 ///
@@ -56,12 +56,7 @@ impl Selection {
 #[non_exhaustive]
 pub enum BuildError {
     /// A chosen subscriber takes a `State<T>` the builder was not given.
-    MissingState {
-        /// The subscriber's name.
-        subscriber: String,
-        /// The state's type.
-        state: &'static str,
-    },
+    MissingState(MissingState),
     /// A chosen subscriber could not start.
     Subscribe(SubscribeError),
     /// Both [`BusBuilder::registered`] (every subscriber) and [`BusBuilder::registered_in`]
@@ -84,11 +79,7 @@ pub enum BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::MissingState { subscriber, state } => write!(
-                f,
-                "subscriber `{subscriber}` takes `State<{state}>`, but the builder was given no \
-                 `{state}`: add `.state(...)` with one before `.build()`"
-            ),
+            BuildError::MissingState(missing) => write!(f, "{missing}"),
             BuildError::Subscribe(error) => write!(f, "{error}"),
             BuildError::ConflictingSelection { modules } => {
                 let modules: Vec<String> = modules.iter().map(|m| format!("{m:?}")).collect();
@@ -140,7 +131,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Subscribe(error) => Some(error),
-            BuildError::MissingState { .. }
+            BuildError::MissingState(_)
             | BuildError::ConflictingSelection { .. }
             | BuildError::MissingSubscribers { .. } => None,
         }
@@ -171,11 +162,15 @@ fn link_hint(names: &[String]) -> String {
 }
 
 impl BusBuilder {
+    /// How many dead letters a bus keeps unless
+    /// [`dead_letter_capacity`](BusBuilder::dead_letter_capacity) says otherwise.
+    pub const DEFAULT_DEAD_LETTER_CAPACITY: usize = 10_000;
+
     pub(crate) fn new() -> Self {
         BusBuilder {
             selection: Selection::default(),
             required: Vec::new(),
-            dead_letter_capacity: DEFAULT_DEAD_LETTER_CAPACITY,
+            dead_letter_capacity: Self::DEFAULT_DEAD_LETTER_CAPACITY,
             states: States::default(),
             on_dead_letter: None,
             #[cfg(feature = "tokio")]
@@ -257,8 +252,10 @@ impl BusBuilder {
         self
     }
 
-    /// How many dead letters the bus keeps (default 10,000); past that the oldest are
-    /// discarded and counted.
+    /// How many dead letters the bus keeps (default
+    /// [`DEFAULT_DEAD_LETTER_CAPACITY`](BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY), 10,000);
+    /// past that the oldest are discarded and counted. With 0 it keeps none, but still
+    /// counts them and shows them to [`on_dead_letter`](BusBuilder::on_dead_letter).
     pub fn dead_letter_capacity(mut self, capacity: usize) -> Self {
         self.dead_letter_capacity = capacity;
         self
@@ -329,7 +326,7 @@ impl BusBuilder {
     /// fn ping(_: &Ping, _db: State<Db>) {}
     ///
     /// let error = Bus::builder().registered().try_build().unwrap_err();
-    /// assert!(matches!(error, BuildError::MissingState { .. }));
+    /// assert!(matches!(error, BuildError::MissingState(_)));
     /// assert!(error.to_string().starts_with("subscriber `pinger` takes `State<"));
     /// ```
     pub fn try_build(self) -> Result<Bus, BuildError> {
@@ -369,10 +366,10 @@ impl BusBuilder {
                 .iter()
                 .find(|k| !self.states.contains(k))
             {
-                return Err(BuildError::MissingState {
+                return Err(BuildError::MissingState(MissingState {
                     subscriber: registration.subscriber_name(),
                     state: (key.type_name)(),
-                });
+                }));
             }
         }
         let bus = Bus::with_parts(self.dead_letter_capacity, self.states, self.on_dead_letter)

@@ -15,9 +15,6 @@ use parking_lot::Mutex;
 use crate::handler::{drop_quietly, Failure};
 use crate::{observe, Message};
 
-/// The dead-letter store's size when none is given.
-pub const DEFAULT_DEAD_LETTER_CAPACITY: usize = 10_000;
-
 /// A message whose every attempt failed, with what went wrong.
 ///
 /// # Examples

@@ -145,12 +145,7 @@ pub enum SubscribeError {
         capacity: usize,
     },
     /// The handler takes a `State<T>` that the bus was not given.
-    MissingState {
-        /// The subscriber's name.
-        name: String,
-        /// The state's type.
-        state: &'static str,
-    },
+    MissingState(MissingState),
     /// An async subscriber, and no tokio runtime: none was given to the builder
     /// (`BusBuilder::runtime`) nor current at `build()`.
     #[cfg(feature = "tokio")]
@@ -187,11 +182,7 @@ impl fmt::Display for SubscribeError {
                  could not be allocated; ask for a smaller capacity",
                 capacity.saturating_mul(16)
             ),
-            SubscribeError::MissingState { name, state } => write!(
-                f,
-                "subscriber `{name}` takes `State<{state}>`, but the bus was given no `{state}`: \
-                 add `.state(...)` to the builder"
-            ),
+            SubscribeError::MissingState(missing) => write!(f, "{missing}"),
             #[cfg(feature = "tokio")]
             SubscribeError::NoRuntime { name } => write!(
                 f,
@@ -220,10 +211,54 @@ impl std::error::Error for SubscribeError {
             SubscribeError::Spawn { source, .. } => Some(source),
             SubscribeError::Capacity { .. }
             | SubscribeError::OutOfMemory { .. }
-            | SubscribeError::MissingState { .. }
+            | SubscribeError::MissingState(_)
             | SubscribeError::Closed { .. } => None,
             #[cfg(feature = "tokio")]
             SubscribeError::NoRuntime { .. } => None,
         }
     }
 }
+
+/// A subscriber takes a `State<T>` that the bus was not given: what both
+/// [`BuildError::MissingState`](crate::BuildError::MissingState) and
+/// [`SubscribeError::MissingState`] hold.
+///
+/// # Examples
+///
+/// ```
+/// use eventbus::{subscriber, Bus, BuildError, State, Topic};
+///
+/// #[derive(Topic)]
+/// struct Ping;
+/// struct Db;
+///
+/// #[subscriber(name = "pinger")]
+/// fn ping(_: &Ping, _db: State<Db>) {}
+///
+/// let Err(BuildError::MissingState(missing)) = Bus::builder().registered().try_build() else {
+///     panic!("the build should fail")
+/// };
+/// assert_eq!(missing.subscriber, "pinger");
+/// assert_eq!(missing.state, std::any::type_name::<Db>());
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MissingState {
+    /// The subscriber's name.
+    pub subscriber: String,
+    /// The state's type, as [`std::any::type_name`] gives it.
+    pub state: &'static str,
+}
+
+impl fmt::Display for MissingState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let MissingState { subscriber, state } = self;
+        write!(
+            f,
+            "subscriber `{subscriber}` takes `State<{state}>`, but the bus was given no \
+             `{state}`: add `.state(...)` with one to the builder"
+        )
+    }
+}
+
+impl std::error::Error for MissingState {}

@@ -41,8 +41,24 @@
 //! Mark a free function `#[subscriber]`. It takes the message as `&T` or `&Message<T>` (which
 //! adds [`Message::seq`], its place in the topic's order), then optionally `&Bus` (to publish
 //! more) and any number of [`State<T>`] (values given to the builder, such as a database
-//! pool). It returns `()` or `Result<(), E>` with `E: Display`. [`Bus::new`] starts every
-//! `#[subscriber]` in the program; [`Bus::builder`] starts only those you choose.
+//! pool). It returns `()` or `Result<(), E>` with `E: Display` (an `E` that is a
+//! `std::error::Error + Send + Sync` is kept whole in its dead letter: see section 4).
+//!
+//! [`Bus::new`] starts every `#[subscriber]` linked into the binary: those of your
+//! dependencies too, not only your own crate's. To start only your own, choose them by
+//! module with [`Bus::builder`]: `registered_in("my_app")` takes the subscribers defined in
+//! the crate `my_app` and its modules (section 7 says more).
+//!
+//! ```
+//! use eventbus::Bus;
+//!
+//! let everything = Bus::new(); // every #[subscriber] in the binary, dependencies' included
+//! let mine = Bus::builder().registered_in("my_app").build(); // only those in `my_app`
+//! # everything.close();
+//! # mine.close();
+//! ```
+//!
+//! A subscriber with shared state and a bus to publish on:
 //!
 //! ```
 //! use std::sync::Mutex;
@@ -113,8 +129,11 @@
 //! An `Err` or a panic is a failed attempt; the worker lives on. `retries = n` tries again up
 //! to `n` times, in place (so the subscriber's order holds), waiting `backoff × 2^(k−1)`
 //! before retry `k` (at most 32 × backoff). Then the message becomes a [`DeadLetter`] with
-//! its last error, kept in a bounded store (10,000 by default); `payload::<T>()` hands the
-//! message back for inspection or republishing.
+//! its last error, kept in a bounded store (10,000 by default,
+//! [`BusBuilder::DEFAULT_DEAD_LETTER_CAPACITY`]); `payload::<T>()` hands the message back for
+//! inspection or republishing. `error()` is the error's text; when the handler's error is a
+//! `std::error::Error + Send + Sync`, the letter keeps it too, as its
+//! [`source()`](std::error::Error::source), with the error's own chain behind it.
 //!
 //! ```
 //! use eventbus::{subscriber, Bus, Topic};
@@ -255,8 +274,10 @@
 //!
 //! # Features
 //!
-//! - `tracing`: a span per delivery attempt, `warn` events for drops and dead letters, an
-//!   `info` event on close. Nothing is compiled in without it.
+//! - `tracing`: a span per delivery attempt; `warn` events for drops, for dead letters and,
+//!   once per topic, for a publish to a topic that has never had a subscriber (most likely
+//!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
+//!   Nothing is compiled in without it.
 //! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
 
 #![deny(missing_docs)]
@@ -296,8 +317,8 @@ mod wake;
 pub use asynchronous::MessageStream;
 pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
-pub use dead_letter::{DeadLetter, DEFAULT_DEAD_LETTER_CAPACITY};
-pub use error::{PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
+pub use dead_letter::DeadLetter;
+pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
@@ -317,7 +338,10 @@ pub mod __private {
     pub use crate::registry::Registration;
     pub use crate::state::StateKey;
     pub use crate::topic::generic_name;
-    use crate::{Bus, HandlerResult, Message, Options, State, SubscribeError, Subscription, Topic};
+    use crate::{
+        Bus, HandlerResult, Message, MissingState, Options, State, SubscribeError, Subscription,
+        Topic,
+    };
 
     /// Names state type `T` in a registration.
     pub const fn state_key<T: 'static>() -> StateKey {
@@ -332,11 +356,12 @@ pub mod __private {
         bus: &Bus,
         options: &Options,
     ) -> Result<State<T>, SubscribeError> {
-        bus.state::<T>()
-            .ok_or_else(|| SubscribeError::MissingState {
-                name: options.name.clone().unwrap_or_default(),
+        bus.state::<T>().ok_or_else(|| {
+            SubscribeError::MissingState(MissingState {
+                subscriber: options.name.clone().unwrap_or_default(),
                 state: std::any::type_name::<T>(),
             })
+        })
     }
 
     /// Starts a registered subscriber, whose handler also gets the bus.
@@ -382,9 +407,60 @@ pub mod __private {
         bus.subscribe_registered_async(options, handler)
     }
 
-    /// The handler's return value as an attempt's outcome.
-    pub fn into_result<R: HandlerResult>(result: R) -> Result<(), Failure> {
-        result.into_result()
+    /// Turns a `#[subscriber]`'s return value into an attempt's outcome, keeping a concrete
+    /// error whole: `(&Outcome(&result)).kind().into_result(result)`.
+    ///
+    /// `HandlerResult` cannot do it alone: its impl for every `Result<(), E: Display>` cannot
+    /// also ask for `E: Error` without overlapping (and a closure's handler needs the wide
+    /// one). So the expansion goes through autoref specialisation: method lookup tries
+    /// `Outcome<Result<(), E>>` (which has `kind` only if `E: Error + Send + Sync + 'static`,
+    /// giving `ErrorKind`) before `&Outcome<R>` (which always has it, giving `PlainKind`,
+    /// whose `R: HandlerResult` bound says "not a subscriber return type" for anything else).
+    pub struct Outcome<'a, R>(pub &'a R);
+
+    impl<R> std::fmt::Debug for Outcome<'_, R> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Outcome")
+        }
+    }
+
+    pub trait ViaError {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind
+        }
+    }
+
+    impl<E: std::error::Error + Send + Sync + 'static> ViaError for Outcome<'_, Result<(), E>> {}
+
+    pub trait ViaHandlerResult {
+        fn kind(&self) -> PlainKind {
+            PlainKind
+        }
+    }
+
+    impl<R> ViaHandlerResult for &Outcome<'_, R> {}
+
+    /// For a `Result<(), E>` whose `E` is an error that can cross threads: keeps `E`.
+    #[derive(Debug)]
+    pub struct ErrorKind;
+
+    impl ErrorKind {
+        pub fn into_result<E>(self, result: Result<(), E>) -> Result<(), Failure>
+        where
+            E: std::error::Error + Send + Sync + 'static,
+        {
+            result.map_err(Failure::error)
+        }
+    }
+
+    /// For anything else: what `HandlerResult` makes of it.
+    #[derive(Debug)]
+    pub struct PlainKind;
+
+    impl PlainKind {
+        pub fn into_result<R: HandlerResult>(self, result: R) -> Result<(), Failure> {
+            result.into_result()
+        }
     }
 
     /// Names topic `T` for a registration: `(&TopicName::<T>::NEW).name()` is `T::name()`.
