@@ -124,14 +124,15 @@ fn handler<const T: usize>(probe: Arc<Probe>) -> impl FnMut(&Message<Ev<T>>) -> 
     }
 }
 
+#[cfg(feature = "tokio")]
+type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
 /// The same handler for a task worker: the message by value, a future that yields once. A
 /// stall blocks in `block_in_place`, so the runtime's other tasks go on.
 #[cfg(feature = "tokio")]
 fn async_handler<const T: usize>(
     probe: Arc<Probe>,
-) -> impl FnMut(Message<Ev<T>>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
-       + Send
-       + 'static {
+) -> impl FnMut(Message<Ev<T>>) -> Attempt + Send + 'static {
     let mut handler = handler::<T>(probe);
     move |m: Message<Ev<T>>| {
         let outcome = tokio::task::block_in_place(|| handler(&m));
@@ -168,7 +169,10 @@ impl Sub {
 
     fn wait_idle(&self) {
         let handle = self.handle.as_ref().unwrap();
-        support::until("the mailbox is idle", || handle.stats().queued == 0);
+        support::until("the mailbox is idle", || {
+            let stats = handle.stats();
+            stats.queued == 0 && stats.in_handler == 0
+        });
     }
 }
 

@@ -240,10 +240,13 @@ impl Bus {
         message: T,
         timeout: Duration,
     ) -> Result<u64, PublishTimeoutError<T>> {
-        let wait = match Instant::now().checked_add(timeout) {
-            Some(deadline) => Wait::Until(deadline),
-            None => Wait::Forever,
-        };
+        // A timeout past what an `Instant` can hold is a century: still all or nothing.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+            .unwrap_or(now);
+        let wait = Wait::Until(deadline);
         self.engine
             .publish(message, wait)
             .map_err(|(message, refused)| match refused {

@@ -12,7 +12,8 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use crate::handler::{drop_quietly, Failure};
+use crate::handler::Failure;
+use crate::unwind::drop_quietly;
 use crate::{observe, Message};
 
 /// A message whose every attempt failed, with what went wrong.
@@ -143,6 +144,16 @@ impl std::error::Error for DeadLetter {
     }
 }
 
+thread_local! {
+    /// Whether this thread is a bus's `on_dead_letter` hook thread.
+    static IN_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the caller runs on a hook thread: a close from there cannot wait for the hook.
+pub(crate) fn in_hook() -> bool {
+    IN_HOOK.with(std::cell::Cell::get)
+}
+
 /// A callback shown each dead letter, on a thread of its own.
 pub(crate) type Hook = Box<dyn FnMut(&DeadLetter) + Send>;
 
@@ -205,6 +216,7 @@ impl DeadLetterStore {
                 std::thread::Builder::new()
                     .name("eventbus-dead-letters".into())
                     .spawn(move || {
+                        IN_HOOK.with(|in_hook| in_hook.set(true));
                         for letter in rx {
                             // A panicking hook must not stop the next letter being shown, and
                             // a letter whose message panics when dropped must not stop it
@@ -259,7 +271,7 @@ impl DeadLetterStore {
                 oldest
             }
         };
-        drop(discarded);
+        drop_quietly(discarded);
     }
 
     pub(crate) fn snapshot(&self) -> Vec<DeadLetter> {

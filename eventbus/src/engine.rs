@@ -96,7 +96,7 @@ impl Engine {
             // No subscribers, the bus open and the order lock free: nothing to hand out and
             // nothing for a close to wait for, so nothing is counted or allocated.
             if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
-                if let Some(seq) = topic.number_unheard() {
+                if let Some(seq) = topic.number_unheard(&self.lifecycle) {
                     // This publish held the order lock, which a closing bus may have found
                     // taken: look again.
                     self.lifecycle.poke();
@@ -319,9 +319,10 @@ impl Engine {
         }
     }
 
-    /// Whether the caller is one of this bus's workers.
+    /// Whether the caller is one of this bus's workers, or a dead-letter hook: neither can
+    /// wait for a close, which waits for them.
     pub(crate) fn inside(&self) -> bool {
-        worker::current(self.id).is_some()
+        worker::current(self.id).is_some() || crate::dead_letter::in_hook()
     }
 
     /// Closes the bus (see `lifecycle.rs`) and reports what it left.

@@ -9,6 +9,7 @@ use std::fmt::{self, Display};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use crate::unwind::drop_quietly;
 use crate::Message;
 
 mod sealed {
@@ -157,23 +158,6 @@ where
         }
     })
     .await
-}
-
-/// Drops `value` where a panic in its `Drop` cannot unwind into the caller; whether it
-/// dropped without one. A panic payload that panics again when dropped is dropped the same
-/// way, a bounded number of times, then leaked.
-pub(crate) fn drop_quietly<V>(value: V) -> bool {
-    let Err(mut payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) else {
-        return true;
-    };
-    for _ in 0..8 {
-        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-            Ok(()) => return false,
-            Err(next) => payload = next,
-        }
-    }
-    std::mem::forget(payload);
-    false
 }
 
 fn panic_message(panic: &(dyn Any + Send)) -> &str {

@@ -310,6 +310,7 @@ mod shared;
 mod state;
 mod stats;
 mod subscriber;
+mod unwind;
 #[cfg(feature = "tokio")]
 mod wake;
 

@@ -173,7 +173,12 @@ impl Lifecycle {
     /// between `begin_subscribe` and `end_subscribe`, before the worker can run (so its
     /// `finished` always comes after); if the worker cannot start, call `finished` for it.
     pub(crate) fn started(&self, core: Arc<SubscriptionCore>) {
-        self.running.lock().push(core);
+        self.running.lock().push(Arc::clone(&core));
+        // A forced stop that retired every running subscription before this one was pushed
+        // left it open: retire it now. `stop` sets the flag before it reads `running`.
+        if self.is_stopped() {
+            core.retire();
+        }
     }
 
     /// Called by a worker as its last step: its subscription no longer holds up a close.
@@ -317,7 +322,11 @@ impl Lifecycle {
             return Closed::Begun;
         }
         let drained = self.wait_until(deadline, None, || self.is_closed());
-        let finished = drained && self.wait_until(deadline, None, || self.workers_finished());
+        // A forced stop by another close ends this wait too: it leaves stuck workers behind.
+        let finished = drained
+            && self.wait_until(deadline, None, || {
+                self.workers_finished() || self.is_stopped()
+            });
         if self.is_stopped() {
             return Closed::Stopped;
         }

@@ -76,7 +76,7 @@ unsafe fn release<T>(counted: NonNull<Counted<T>>, n: usize) {
     // `Box::leak` in `shared`. A panic in `T`'s `Drop` still frees the allocation (the box's
     // drop glue deallocates on unwind) and is caught here.
     let value = unsafe { Box::from_raw(counted.as_ptr()) };
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
+    crate::unwind::drop_quietly(value);
 }
 
 impl<T> Iterator for References<T> {
@@ -188,13 +188,21 @@ mod tests {
         assert_eq!(drops.load(SeqCst), 3);
     }
 
-    /// Panics in its `Drop`.
+    /// Panics in its `Drop`, with a payload that panics again when dropped.
     struct Brittle(Arc<AtomicUsize>);
+
+    struct PanicsOnDrop;
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("the payload panics in its Drop too");
+        }
+    }
 
     impl Drop for Brittle {
         fn drop(&mut self) {
             self.0.fetch_add(1, SeqCst);
-            panic!("Brittle panics in its Drop");
+            std::panic::panic_any(PanicsOnDrop);
         }
     }
 

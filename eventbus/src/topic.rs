@@ -216,10 +216,11 @@ impl<T: Topic> TopicState<T> {
     /// the list still empty: nothing is handed out or allocated. `None` sends the publish the
     /// full way.
     #[inline]
-    pub(crate) fn number_unheard(&self) -> Option<u64> {
+    pub(crate) fn number_unheard(&self, lifecycle: &Lifecycle) -> Option<u64> {
         let _order = self.order.try_lock()?;
-        // A subscribe that finished before the lock was taken is heard from.
-        if self.subscriber_count() != 0 {
+        // A subscribe that finished before the lock was taken is heard from; a close that
+        // began is too (the state is decided under the order lock, as in `publish`).
+        if self.subscriber_count() != 0 || !lifecycle.is_open() {
             return None;
         }
         let seq = self.next_seq.load(Relaxed);

@@ -5,10 +5,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::{abandon, dead_letter, delivered, failed, Context, Finish, CURRENT_TASK};
-use crate::handler::{self, drop_quietly, Failure};
+use crate::handler::{self, Failure};
 use crate::mailbox::Inbox;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
+use crate::unwind::drop_quietly;
 use crate::Message;
 
 /// A message handler as a task worker runs it: it owns its share of the message, so its
@@ -91,6 +92,8 @@ async fn deliver<T: Send + Sync + 'static>(
         };
         match failed(core, attempts) {
             Some(delay) if context.lifecycle.sleep_async(delay).await => {
+                // The error is user code too: its `Drop` may panic.
+                drop_quietly(failure);
                 Counters::bump(&core.counters.retried);
             }
             _ => return dead_letter(core, context, message, failure, attempts),

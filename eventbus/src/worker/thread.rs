@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use super::{abandon, dead_letter, delivered, failed, Context, Finish, CURRENT};
-use crate::handler::{self, drop_quietly, Failure};
+use crate::handler::{self, Failure};
 use crate::mailbox::Inbox;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
+use crate::unwind::drop_quietly;
 use crate::Message;
 
 /// A message handler as a thread worker runs it.
@@ -92,6 +93,8 @@ fn deliver<T: Send + Sync + 'static>(
         };
         match failed(core, attempts) {
             Some(delay) if context.lifecycle.sleep(delay) => {
+                // The error is user code too: its `Drop` may panic.
+                drop_quietly(failure);
                 Counters::bump(&core.counters.retried);
             }
             _ => return dead_letter(core, context, message, failure, attempts),
