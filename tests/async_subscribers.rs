@@ -463,3 +463,98 @@ fn an_async_subscriber_without_a_runtime_is_refused_by_name() {
     let report = bus.close_timeout(PATIENCE);
     assert!(report.completed);
 }
+
+mod registered {
+    //! `#[subscriber] async fn`: the same parameters as a sync subscriber, in any order.
+
+    use super::*;
+    use eventbus::{subscriber, BuildError, State};
+
+    #[derive(Topic, Debug)]
+    struct OrderPlaced {
+        id: u64,
+    }
+
+    #[derive(Topic, Debug)]
+    struct OrderSaved {
+        id: u64,
+    }
+
+    #[derive(Default)]
+    struct Db {
+        saved: std::sync::Mutex<Vec<u64>>,
+        confirmed: std::sync::Mutex<Vec<u64>>,
+    }
+
+    #[derive(Debug)]
+    struct DbError(u64);
+
+    impl std::fmt::Display for DbError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "order {} refused", self.0)
+        }
+    }
+
+    impl std::error::Error for DbError {}
+
+    #[subscriber(capacity = 4, retries = 1, backoff = "1ms")]
+    async fn save_order(order: &OrderPlaced, db: State<Db>, bus: &Bus) -> Result<(), DbError> {
+        tokio::task::yield_now().await;
+        if order.id == 13 {
+            return Err(DbError(13));
+        }
+        db.saved.lock().unwrap().push(order.id);
+        bus.publish_async(OrderSaved { id: order.id }).await.ok();
+        Ok(())
+    }
+
+    #[subscriber]
+    async fn confirm(saved: &Message<OrderSaved>, bus: &Bus, db: &State<Db>) {
+        let _ = bus;
+        tokio::task::yield_now().await;
+        db.confirmed.lock().unwrap().push(saved.id);
+    }
+
+    fn here() -> &'static str {
+        module_path!()
+    }
+
+    #[test]
+    fn async_fn_subscribers_take_state_and_the_bus_and_keep_their_errors() {
+        let runtime = multi_thread();
+        runtime.block_on(async {
+            let bus = Bus::builder()
+                .state(Db::default())
+                .registered_in(here())
+                .build();
+            for id in [1, 13, 2] {
+                bus.publish_async(OrderPlaced { id }).await.unwrap();
+            }
+            bus.close_async().await;
+            let db = bus.state::<Db>().unwrap();
+            assert_eq!(*db.saved.lock().unwrap(), [1, 2]);
+            assert_eq!(*db.confirmed.lock().unwrap(), [1, 2]);
+            let letters = bus.dead_letters();
+            assert_eq!((letters.len(), letters[0].attempts()), (1, 2));
+            let source = std::error::Error::source(&letters[0]).unwrap();
+            assert_eq!(source.to_string(), "order 13 refused");
+        });
+    }
+
+    #[test]
+    fn async_fn_subscribers_without_a_runtime_fail_try_build_before_anything_starts() {
+        let error = Bus::builder()
+            .state(Db::default())
+            .registered_in(here())
+            .try_build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                BuildError::Subscribe(SubscribeError::NoRuntime { .. })
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("no tokio runtime"), "{error}");
+    }
+}

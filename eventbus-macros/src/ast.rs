@@ -4,6 +4,7 @@
 use syn::{GenericArgument, ItemFn, PathArguments, ReturnType, Type, TypeReference};
 
 /// How the handler takes its message.
+#[derive(Clone, Copy)]
 pub(crate) enum MessageParam {
     /// `&T`
     Payload,
@@ -53,6 +54,8 @@ pub(crate) struct Handler<'a> {
     pub(crate) extras: Vec<Extra<'a>>,
     /// The declared return type, if any.
     pub(crate) output: Option<&'a Type>,
+    /// `async fn`: its worker is a task.
+    pub(crate) asynchronous: bool,
 }
 
 impl<'a> Handler<'a> {
@@ -72,6 +75,7 @@ impl<'a> Handler<'a> {
             ReturnType::Type(_, ty) => Some(&**ty),
         };
         Handler {
+            asynchronous: function.sig.asyncness.is_some(),
             function,
             topic,
             message: form,

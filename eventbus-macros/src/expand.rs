@@ -54,13 +54,20 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         .last()
         .map_or_else(Span::call_site, |token| token.span());
     let alias = at(&quote!(as #krate), path_span);
-    let message = match handler.message {
-        MessageParam::Payload => quote!(#krate::Message::payload(__message)),
-        MessageParam::Whole => quote!(__message),
+    // A sync handler gets `&Message<T>`; an async one owns its `Message<T>` (so its future
+    // can hold it across `.await`s) and lends it to the function.
+    let asynchronous = handler.asynchronous;
+    let message = match (handler.message, asynchronous) {
+        (MessageParam::Payload, false) => quote!(#krate::Message::payload(__message)),
+        (MessageParam::Whole, false) => quote!(__message),
+        (MessageParam::Payload, true) => quote!(#krate::Message::payload(&__message)),
+        (MessageParam::Whole, true) => quote!(&__message),
     };
     let mut states = Vec::new();
     let mut resolve = Vec::new();
     let mut arguments = Vec::new();
+    // An async handler's future owns a share of each state.
+    let mut share = Vec::new();
     for extra in &handler.extras {
         match *extra {
             Extra::State { ty, by_ref } => {
@@ -70,6 +77,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                 resolve.push(quote_spanned! {ty.span()=>
                     let #slot = #krate::__private::state::<#ty>(bus, &options)?;
                 });
+                share.push(quote!(let #slot = ::core::clone::Clone::clone(&#slot);));
                 arguments.push(if by_ref {
                     quote!(&#slot)
                 } else {
@@ -79,13 +87,22 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
             // Spanned so that a parameter that is not `&Bus` is reported on its type.
             Extra::Bus(ty) => {
                 let krate = at(krate, ty.span());
+                let bus = if asynchronous {
+                    quote!(&__bus)
+                } else {
+                    quote!(__bus)
+                };
                 arguments.push(quote_spanned! {ty.span()=>
-                    <#ty as #krate::__private::FromBus<'_>>::from_bus(__bus)
+                    <#ty as #krate::__private::FromBus<'_>>::from_bus(#bus)
                 });
             }
         }
     }
-    let call = quote!(#function(#message #(, #arguments)*));
+    let call = if asynchronous {
+        quote!(#function(#message #(, #arguments)*).await)
+    } else {
+        quote!(#function(#message #(, #arguments)*))
+    };
     // A concrete error is kept whole (see `__private::Outcome`). Spanned so that a return
     // type that is neither `()` nor `Result<(), E>` is reported on the return type.
     let result = match handler.output {
@@ -105,6 +122,45 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
     let subscribe = {
         let krate = at(krate, topic.span());
         quote_spanned!(topic.span()=> #krate::__private::subscribe_registered::<#topic, _>)
+    };
+    let handle = if asynchronous {
+        // Spanned so that a future that is not `Send`, or a missing `tokio` feature, is
+        // reported at the handler.
+        let span = handler.function.sig.ident.span();
+        let krate = at(krate, span);
+        let subscribe_async = quote_spanned!(span=>
+            #krate::__private::subscribe_registered_async::<#topic, _, _>
+        );
+        // The future is spanned at the handler, where a `!Send` future is reported.
+        let attempt = quote_spanned! {span=>
+            async move {
+                let _ = &__bus;
+                #result
+            }
+        };
+        quote! {
+            #subscribe_async(
+                bus,
+                options,
+                move |__message: #krate::Message<#topic>, __bus: #krate::Bus| {
+                    use #krate::__private::{ViaError as _, ViaHandlerResult as _};
+                    #(#share)*
+                    #attempt
+                },
+            )
+        }
+    } else {
+        quote! {
+            #subscribe(
+                bus,
+                options,
+                move |__message: &#krate::Message<#topic>, __bus: &#krate::Bus| {
+                    use #krate::__private::{ViaError as _, ViaHandlerResult as _};
+                    let _ = __bus;
+                    #result
+                },
+            )
+        }
     };
     let name = match &settings.name {
         Some(name) => quote!(::core::option::Option::Some(#name)),
@@ -133,15 +189,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                 options: #krate::Options,
             ) -> ::core::result::Result<#krate::Subscription, #krate::SubscribeError> {
                 #(#resolve)*
-                #subscribe(
-                    bus,
-                    options,
-                    move |__message: &#krate::Message<#topic>, __bus: &#krate::Bus| {
-                        use #krate::__private::{ViaError as _, ViaHandlerResult as _};
-                        let _ = __bus;
-                        #result
-                    },
-                )
+                #handle
             }
             #krate::__private::inventory::submit! {
                 #krate::__private::Registration {
@@ -154,6 +202,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
                     states: &[#(#states),*],
+                    asynchronous: #asynchronous,
                     start: #start,
                 }
             }

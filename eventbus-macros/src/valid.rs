@@ -164,14 +164,6 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
 pub(crate) fn handler<'a>(function: &'a ItemFn, errors: &mut Errors) -> Option<Handler<'a>> {
     let sig = &function.sig;
     let mut ok = true;
-    if let Some(token) = &sig.asyncness {
-        errors.spanned(
-            token,
-            "a subscriber cannot be `async`: its worker runs it on a thread of its own; \
-             remove `async`",
-        );
-        ok = false;
-    }
     if let Some(token) = &sig.unsafety {
         errors.spanned(token, "a subscriber cannot be `unsafe`");
         ok = false;

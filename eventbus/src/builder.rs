@@ -372,6 +372,17 @@ impl BusBuilder {
                 }));
             }
         }
+        // Async subscribers need a runtime: checked, like state, before anything starts.
+        #[cfg(feature = "tokio")]
+        let runtime = self
+            .runtime
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        #[cfg(feature = "tokio")]
+        if let (None, Some(registration)) = (&runtime, chosen.iter().find(|r| r.asynchronous)) {
+            return Err(BuildError::Subscribe(SubscribeError::NoRuntime {
+                name: registration.subscriber_name(),
+            }));
+        }
         let bus = Bus::with_parts(self.dead_letter_capacity, self.states, self.on_dead_letter)
             .map_err(|source| {
                 BuildError::Subscribe(SubscribeError::Spawn {
@@ -380,10 +391,7 @@ impl BusBuilder {
                 })
             })?;
         #[cfg(feature = "tokio")]
-        bus.engine.set_runtime(
-            self.runtime
-                .or_else(|| tokio::runtime::Handle::try_current().ok()),
-        );
+        bus.engine.set_runtime(runtime);
         for registration in chosen {
             if let Err(error) = (registration.start)(&bus, registration.options()) {
                 bus.close();

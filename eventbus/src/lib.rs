@@ -408,6 +408,30 @@ pub mod __private {
         bus.subscribe_registered_async(options, handler)
     }
 
+    /// Without the `tokio` feature an `async fn` subscriber cannot start: this says so where
+    /// it is written.
+    #[cfg(not(feature = "tokio"))]
+    #[diagnostic::on_unimplemented(
+        message = "`async fn` subscribers need the `tokio` feature of `eventbus`",
+        label = "an async subscriber, but `eventbus` was built without `tokio`",
+        note = "enable it in Cargo.toml: `eventbus = {{ version = \"...\", features = [\"tokio\"] }}`"
+    )]
+    pub trait AsyncSubscribersNeedTokio {}
+
+    /// Refuses to compile without the `tokio` feature (see `AsyncSubscribersNeedTokio`).
+    #[cfg(not(feature = "tokio"))]
+    pub fn subscribe_registered_async<T, H, A>(
+        _: &Bus,
+        _: Options,
+        _: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        H: AsyncSubscribersNeedTokio,
+    {
+        unreachable!("no implementation of AsyncSubscribersNeedTokio exists")
+    }
+
     /// Turns a `#[subscriber]`'s return value into an attempt's outcome, keeping a concrete
     /// error whole: `(&Outcome(&result)).kind().into_result(result)`.
     ///

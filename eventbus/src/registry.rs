@@ -30,6 +30,8 @@ pub struct Registration {
     pub backoff_nanos: u64,
     /// The `State<T>` types its handler takes.
     pub states: &'static [StateKey],
+    /// `async fn`: its worker is a task, which needs a runtime.
+    pub asynchronous: bool,
     pub start: fn(&Bus, Options) -> Result<Subscription, SubscribeError>,
 }
 
