@@ -80,6 +80,10 @@ fn close(engine: &Engine, deadline: Option<Instant>) -> CloseReport {
 impl Bus {
     /// A bus running every `#[subscriber]` in the program.
     ///
+    /// `Bus::new()` starts every `#[subscriber]` linked into the binary, those of your
+    /// dependencies included, not only your own crate's; to start only your own, use
+    /// `Bus::builder().registered_in("my_app").build()`.
+    ///
     /// # Panics
     ///
     /// If a subscriber's worker thread cannot be started, or a subscriber takes a

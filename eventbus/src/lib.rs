@@ -272,8 +272,54 @@
 //! bus.close();
 //! ```
 //!
+//! # 8. Async subscribers on tokio (feature `tokio`)
+//!
+//! With feature `tokio`, a subscriber may be an `async fn`, with the same parameters as a
+//! sync one; its worker is one tokio task, which runs it on one message at a time, in order.
+//! `publish_async` waits for room by awaiting, never by blocking a runtime thread, and
+//! `close_async` closes without blocking one. The bus takes the runtime current at `build()`
+//! (or [`BusBuilder::runtime`]). Sync and async subscribers and publishers mix freely, with
+//! one order per topic. A subscription can also be read as a `Stream`: [`Bus::stream`].
+//!
+//! ```
+//! # #[cfg(feature = "tokio")] {
+//! use std::sync::Mutex;
+//! use eventbus::{subscriber, Bus, State, Topic};
+//!
+//! #[derive(Topic)]
+//! pub struct OrderPlaced { pub id: u64 }
+//! #[derive(Topic)]
+//! pub struct OrderSaved { pub id: u64 }
+//!
+//! #[derive(Default)]
+//! pub struct Db { rows: Mutex<Vec<u64>> }
+//!
+//! #[subscriber(capacity = 100, retries = 3, backoff = "50ms")]
+//! async fn save_order(order: &OrderPlaced, db: State<Db>, bus: &Bus) -> Result<(), String> {
+//!     tokio::task::yield_now().await; // a database insert, say
+//!     db.rows.lock().unwrap().push(order.id);
+//!     bus.publish_async(OrderSaved { id: order.id }).await.map_err(|e| e.to_string())?;
+//!     Ok(())
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let bus = Bus::builder().state(Db::default()).registered().build(); // takes this runtime
+//! bus.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+//! bus.close_async().await;
+//! assert_eq!(*bus.state::<Db>().unwrap().rows.lock().unwrap(), [1]);
+//! # });
+//! # }
+//! ```
+//!
+//! On a runtime's thread, the sync `publish` and `close` never stop the bus's own tasks: on
+//! a multi-thread runtime they wait in `block_in_place`; on a `current_thread` runtime a
+//! `publish` that would wait is refused with `WouldDeadlock`, and `close` begins the close
+//! and returns. Use the async forms there.
+//!
 //! # Features
 //!
+//! - `tokio`: async subscribers (tokio tasks), `publish_async`, `close_async`, streams
+//!   (section 8).
 //! - `tracing`: a span per delivery attempt; `warn` events for drops, for dead letters and,
 //!   once per topic, for a publish to a topic that has never had a subscriber (most likely
 //!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
