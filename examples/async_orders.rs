@@ -35,9 +35,14 @@ impl Db {
     async fn insert(&self, id: u64, cents: u64) -> Result<(), DbError> {
         tokio::time::sleep(Duration::from_millis(1)).await;
         if cents == 0 {
-            return Err(DbError(format!("order {id}: an order of 0 cents is refused")));
+            return Err(DbError(format!(
+                "order {id}: an order of 0 cents is refused"
+            )));
         }
-        self.rows.lock().map_err(|_| DbError("poisoned".into()))?.push((id, cents));
+        self.rows
+            .lock()
+            .map_err(|_| DbError("poisoned".into()))?
+            .push((id, cents));
         Ok(())
     }
 }
