@@ -183,9 +183,10 @@
 //!
 //! # 6. Stats
 //!
-//! [`Bus::stats`] counts, per topic and per subscription, what was received, queued,
-//! delivered, failed, retried, dead-lettered and dropped; `received` always equals the sum
-//! of the four outcomes. Its `Display` is a table.
+//! [`Bus::stats`] counts, per topic and per subscription, what was received, queued (in the
+//! mailbox), in the handler, delivered, failed, retried, dead-lettered and dropped; at rest
+//! (after close, say) `received == delivered + dead_lettered + dropped + queued +
+//! in_handler`, and `queued` never exceeds the capacity. Its `Display` is a table.
 //!
 //! ```
 //! use eventbus::{Bus, Message, Options, Topic};
