@@ -95,15 +95,27 @@ pub(crate) enum NoLock {
 
 /// Takes a topic's order lock. A handler (`publisher`) that has to wait records so, and is
 /// refused if the wait leads back to it.
+#[inline]
 pub(crate) fn lock_order<'a, S>(
     lock: &'a Mutex<S>,
     topic: &Arc<TopicWaits>,
     publisher: Option<&Arc<WaitNode>>,
     patience: Patience,
 ) -> Result<MutexGuard<'a, S>, NoLock> {
-    if let Some(guard) = lock.try_lock() {
-        return Ok(guard);
+    match lock.try_lock() {
+        Some(guard) => Ok(guard),
+        None => wait_for_order(lock, topic, publisher, patience),
     }
+}
+
+/// The wait of [`lock_order`], out of line: the publish path rarely waits.
+#[cold]
+fn wait_for_order<'a, S>(
+    lock: &'a Mutex<S>,
+    topic: &Arc<TopicWaits>,
+    publisher: Option<&Arc<WaitNode>>,
+    patience: Patience,
+) -> Result<MutexGuard<'a, S>, NoLock> {
     let _clear = publisher.map(|publisher| {
         publisher.waits.lock().topic = Some(Arc::clone(topic));
         Cleared(move || publisher.waits.lock().topic = None)
