@@ -316,12 +316,7 @@ impl<T> Drop for MessageStream<T> {
         // A pending wait holds the mailbox; dropping it lets go of the mailbox too.
         self.next = None;
         if let Some(inbox) = self.inbox.take() {
-            let counters = &self.core.counters;
-            while let Some(message) = inbox.try_next() {
-                Counters::bump(&counters.taken);
-                drop(message);
-                Counters::bump(&counters.abandoned);
-            }
+            crate::worker::abandon_rest(&self.core, &inbox, "stream dropped");
         }
         self.engine.lifecycle.finished(&self.core);
     }

@@ -53,6 +53,17 @@ pub(crate) struct Engine {
     runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
+/// Hands a new subscription's mailbox to its consumer: a worker it starts, or the caller.
+trait Start<T>:
+    FnOnce(crate::mailbox::Inbox<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
+{
+}
+
+impl<T, F> Start<T> for F where
+    F: FnOnce(crate::mailbox::Inbox<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
+{
+}
+
 /// A subscription's name: the one given, else `subscription-N`.
 fn subscription_name(options: &Options, id: u64) -> String {
     match &options.name {
@@ -208,11 +219,7 @@ impl Engine {
         &self,
         options: Options,
         consumer: Consumer,
-        start: impl FnOnce(
-            crate::mailbox::Inbox<T>,
-            Arc<SubscriptionCore>,
-            Context,
-        ) -> std::io::Result<()>,
+        start: impl Start<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let id = self.next_subscription.fetch_add(1, Relaxed);
         let name: Arc<str> = subscription_name(&options, id).into();
@@ -250,11 +257,7 @@ impl Engine {
         name: Arc<str>,
         options: Options,
         consumer: Consumer,
-        start: impl FnOnce(
-            crate::mailbox::Inbox<T>,
-            Arc<SubscriptionCore>,
-            Context,
-        ) -> std::io::Result<()>,
+        start: impl Start<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let topic = self.topic::<T>();
         let typed = typed::<T>(&*topic);

@@ -70,9 +70,22 @@ impl Drop for Finish<'_> {
     }
 }
 
-/// A message a forced close keeps from its handler: counted as dropped.
-fn abandon<T>(core: &SubscriptionCore, message: Message<T>) {
-    observe::dropped(message.topic(), message.seq(), &core.name, "forced close");
+/// What is left in a mailbox no one will consume (after a forced close, or a dropped
+/// stream), let go of by its consumer (not the closing thread), counted as dropped.
+pub(crate) fn abandon_rest<T>(
+    core: &SubscriptionCore,
+    inbox: &crate::mailbox::Inbox<T>,
+    why: &'static str,
+) {
+    while let Some(message) = inbox.try_next() {
+        Counters::bump(&core.counters.taken);
+        abandon(core, message, why);
+    }
+}
+
+/// A message no handler will see: counted as dropped.
+fn abandon<T>(core: &SubscriptionCore, message: Message<T>, why: &'static str) {
+    observe::dropped(message.topic(), message.seq(), &core.name, why);
     drop(message);
     Counters::bump(&core.counters.abandoned);
 }

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::{abandon, dead_letter, delivered, failed, Context, Finish, CURRENT_TASK};
+use super::{abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, CURRENT_TASK};
 use crate::handler::{self, Failure};
 use crate::mailbox::Inbox;
 use crate::stats::Counters;
@@ -55,7 +55,7 @@ async fn run<T: Send + Sync + 'static>(
     while let Some(message) = inbox.next_async().await {
         Counters::bump(&counters.taken);
         if lifecycle.is_stopped() {
-            abandon(&core, message);
+            abandon(&core, message, "forced close");
             break;
         }
         deliver(&core, &context, &mut handler, message).await;
@@ -65,10 +65,7 @@ async fn run<T: Send + Sync + 'static>(
         }
     }
     if lifecycle.is_stopped() {
-        while let Some(message) = inbox.try_next() {
-            Counters::bump(&counters.taken);
-            abandon(&core, message);
-        }
+        abandon_rest(&core, &inbox, "forced close");
     }
     drop_quietly(handler);
     drop(inbox);

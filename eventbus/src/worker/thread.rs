@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{abandon, dead_letter, delivered, failed, Context, Finish, CURRENT};
+use super::{abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, CURRENT};
 use crate::handler::{self, Failure};
 use crate::mailbox::Inbox;
 use crate::observe;
@@ -42,7 +42,7 @@ fn run<T: Send + Sync + 'static>(
     while let Some(message) = inbox.next() {
         Counters::bump(&counters.taken);
         if lifecycle.is_stopped() {
-            abandon(&core, message);
+            abandon(&core, message, "forced close");
             break;
         }
         deliver(&core, &context, &mut handler, message);
@@ -53,12 +53,7 @@ fn run<T: Send + Sync + 'static>(
         }
     }
     if lifecycle.is_stopped() {
-        // What a forced close left in the mailbox is let go of here, counted, not on the
-        // closing thread.
-        while let Some(message) = inbox.try_next() {
-            Counters::bump(&counters.taken);
-            abandon(&core, message);
-        }
+        abandon_rest(&core, &inbox, "forced close");
     }
     drop_quietly(handler);
     drop(inbox);
