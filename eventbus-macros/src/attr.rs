@@ -9,7 +9,8 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 
 use crate::errors::Errors;
 
-pub(crate) const SUBSCRIBER_OPTIONS: &str = "capacity, overflow, retries, backoff, name, crate";
+pub(crate) const SUBSCRIBER_OPTIONS: &str =
+    "capacity, overflow, retries, backoff, name, filter, crate";
 pub(crate) const TOPIC_OPTIONS: &str = "name, crate";
 
 /// `#[subscriber(...)]` as written.
@@ -20,6 +21,7 @@ pub(crate) struct SubscriberArgs {
     pub(crate) retries: Option<LitInt>,
     pub(crate) backoff: Option<LitStr>,
     pub(crate) name: Option<LitStr>,
+    pub(crate) filter: Option<Path>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -54,6 +56,12 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
             ),
             "name" => set(&mut parsed.name, string(&key, value, errors), &meta, errors),
             "crate" => set(&mut parsed.krate, path(value, errors), &meta, errors),
+            "filter" => set(
+                &mut parsed.filter,
+                function(&key, value, errors),
+                &meta,
+                errors,
+            ),
             "overflow" => {
                 let path = match value {
                     Expr::Path(path) if path.qself.is_none() => Some(path.path),
@@ -195,8 +203,24 @@ fn path(value: Expr, errors: &mut Errors) -> Option<Path> {
     }
 }
 
+/// The path of a function, as `filter = is_big` names one.
+fn function(key: &str, value: Expr, errors: &mut Errors) -> Option<Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => Some(path.path),
+        other => {
+            let message = format!(
+                "`{key}` takes the path of a function `fn(&T) -> bool`, e.g. `{}`",
+                example(key)
+            );
+            errors.spanned(other, message);
+            None
+        }
+    }
+}
+
 fn example(key: &str) -> &'static str {
     match key {
+        "filter" => "filter = is_big",
         "crate" => "crate = my_framework::eventbus",
         "capacity" => "capacity = 100",
         "retries" => "retries = 3",

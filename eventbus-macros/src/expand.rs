@@ -173,6 +173,13 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         backoff_nanos,
         ..
     } = settings;
+    // Spanned so that a filter of the wrong type is reported on its path.
+    let filter = settings.filter.as_ref().map(|filter| {
+        let krate = at(krate, filter.span());
+        quote_spanned! {filter.span()=>
+            let options = #krate::Options::filter::<#topic>(options, #filter);
+        }
+    });
     let start = format_ident!("__eventbus_start_{}", function);
     let topic_name = format_ident!("__eventbus_topic_{}", function);
     quote! {
@@ -189,6 +196,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                 options: #krate::Options,
             ) -> ::core::result::Result<#krate::Subscription, #krate::SubscribeError> {
                 #(#resolve)*
+                #filter
                 #handle
             }
             #krate::__private::inventory::submit! {

@@ -21,6 +21,8 @@ pub(crate) struct Settings {
     pub(crate) retries: u32,
     pub(crate) backoff_nanos: u64,
     pub(crate) name: Option<LitStr>,
+    /// `filter = path`: a function `fn(&T) -> bool`.
+    pub(crate) filter: Option<syn::Path>,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
     pub(crate) krate: TokenStream,
 }
@@ -105,6 +107,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         retries,
         backoff_nanos,
         name: args.name,
+        filter: args.filter,
         krate: crate_path(args.krate, errors),
     }
 }

@@ -229,6 +229,13 @@ impl Engine {
                 capacity: options.capacity,
             });
         }
+        if let Some(Err(written_for)) = options.filter.as_ref().map(|f| f.check::<T>()) {
+            return Err(SubscribeError::Filter {
+                name: name.to_string(),
+                topic: T::name(),
+                written_for,
+            });
+        }
         // A mailbox allocates every slot up front; an allocation that fails would abort the
         // process, so make sure now that it can succeed.
         if Vec::<Slot>::new()

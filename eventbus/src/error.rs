@@ -153,6 +153,15 @@ pub enum SubscribeError {
         /// The subscriber's name.
         name: String,
     },
+    /// The options' filter was written for another type than the subscription's topic.
+    Filter {
+        /// The subscriber's name.
+        name: String,
+        /// The subscription's topic.
+        topic: &'static str,
+        /// The type the filter takes.
+        written_for: &'static str,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -189,6 +198,15 @@ impl fmt::Display for SubscribeError {
                 "subscriber `{name}` is async, but the bus has no tokio runtime: build the bus \
                  inside one, or give one with `Bus::builder().runtime(handle)`"
             ),
+            SubscribeError::Filter {
+                name,
+                topic,
+                written_for,
+            } => write!(
+                f,
+                "subscriber `{name}`: its filter takes `&{written_for}`, but it subscribes to \
+                 `{topic}`: a filter takes a reference to the subscription's own topic"
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -212,6 +230,7 @@ impl std::error::Error for SubscribeError {
             SubscribeError::Capacity { .. }
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState(_)
+            | SubscribeError::Filter { .. }
             | SubscribeError::Closed { .. } => None,
             #[cfg(feature = "tokio")]
             SubscribeError::NoRuntime { .. } => None,

@@ -349,6 +349,7 @@ mod worker;
 mod dead_letter;
 mod deadlock;
 mod error;
+mod filter;
 mod handler;
 mod message;
 mod observe;

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError};
 
 use crate::deadlock::TopicWaits;
+use crate::filter::Verdict;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscriber::{Retire, SubscriptionCore};
@@ -53,6 +54,8 @@ pub(crate) enum Offer {
     Abandoned,
     /// The subscription was unsubscribed after the publisher took its list.
     Retired,
+    /// Its filter rejected the message.
+    Filtered,
 }
 
 /// Whether a `Block` mailbox has room for one more message.
@@ -200,7 +203,17 @@ where
     )
 }
 
-impl<T> Outbox<T> {
+impl<T: 'static> Outbox<T> {
+    /// Whether `payload` is for this subscription: its filter, if any, accepts it. Asked
+    /// before a publish waits for room here (all-or-nothing publishes, the deadlock check), so
+    /// a message the filter will reject never waits for a slot it will not take.
+    pub(crate) fn wants(&self, payload: &T) -> bool {
+        match &self.core.options.filter {
+            None => true,
+            Some(filter) => filter.verdict(payload) == Verdict::Accept,
+        }
+    }
+
     /// Whether a publish would have to wait here: a `Block` mailbox with no room.
     pub(crate) fn would_block(&self) -> bool {
         self.core.options.overflow == Overflow::Block
@@ -259,6 +272,21 @@ impl<T> Outbox<T> {
         let (topic, seq) = (message.topic(), message.seq());
         let tx = &self.tx;
         let counters = &self.core.counters;
+        if let Some(filter) = &self.core.options.filter {
+            match filter.verdict(message.payload()) {
+                Verdict::Accept => {}
+                Verdict::Reject => {
+                    Counters::bump(&counters.filtered);
+                    return Offer::Filtered;
+                }
+                Verdict::Panicked => {
+                    Counters::bump(&counters.received);
+                    Counters::bump(&counters.dropped);
+                    observe::dropped(topic, seq, &self.core.name, "filter panicked");
+                    return Offer::Dropped;
+                }
+            }
+        }
         Counters::bump(&counters.received);
         let offer = match self.core.options.overflow {
             Overflow::Block => self.send_blocking(tx, Some(message), stop, waits),
@@ -274,6 +302,7 @@ impl<T> Outbox<T> {
             Offer::Accepted => self.flags.arrived(),
             // Published after the unsubscribe began: not this subscription's.
             Offer::Retired => Counters::unbump(&counters.received),
+            Offer::Filtered => {}
             Offer::Dropped | Offer::Abandoned => {
                 Counters::bump(&counters.dropped);
                 let why = match offer {

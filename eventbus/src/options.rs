@@ -51,6 +51,7 @@ pub struct Options {
     pub(crate) retries: u32,
     pub(crate) backoff: Duration,
     pub(crate) name: Option<String>,
+    pub(crate) filter: Option<crate::filter::Filter>,
 }
 
 impl Default for Options {
@@ -61,6 +62,7 @@ impl Default for Options {
             retries: 0,
             backoff: Options::DEFAULT_BACKOFF,
             name: None,
+            filter: None,
         }
     }
 }
@@ -113,6 +115,43 @@ impl Options {
     #[must_use = "an option setter returns the changed options"]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Delivers only the messages `accepts` says yes to. It runs at publish, on the
+    /// publisher's thread, before the mailbox: a message it rejects takes no slot and is
+    /// counted as `filtered`, not `received`. Keep it cheap: every publish of the topic waits
+    /// for it. A filter that panics does not break the publish or the other subscribers: that
+    /// message is not delivered to this subscription and counts as `dropped`.
+    ///
+    /// The subscription's topic must be `T`; another is refused at subscribe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Order { cents: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let review = bus.subscribe::<Order>(
+    ///     Options::default().filter(|o: &Order| o.cents > 100_000),
+    ///     move |m: &Message<Order>| tx.send(m.cents).unwrap(),
+    /// );
+    /// bus.publish(Order { cents: 5 }).unwrap();
+    /// bus.publish(Order { cents: 250_000 }).unwrap();
+    /// let stats = review.unsubscribe();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [250_000]);
+    /// assert_eq!((stats.received, stats.filtered), (1, 1));
+    /// ```
+    #[must_use = "an option setter returns the changed options"]
+    pub fn filter<T: 'static>(
+        mut self,
+        accepts: impl Fn(&T) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.filter = Some(crate::filter::Filter::new(accepts));
         self
     }
 

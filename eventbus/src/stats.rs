@@ -20,6 +20,8 @@ use crate::Overflow;
 pub(crate) struct Counters {
     pub(crate) received: AtomicU64,
     pub(crate) dropped: AtomicU64,
+    /// Messages its filter rejected: never received.
+    pub(crate) filtered: AtomicU64,
     _apart: CacheLines,
     pub(crate) taken: AtomicU64,
     pub(crate) delivered: AtomicU64,
@@ -91,6 +93,8 @@ pub struct SubscriptionStats {
     pub retried: u64,
     /// Messages given up on and kept as dead letters.
     pub dead_lettered: u64,
+    /// Messages its filter rejected (not counted in `received`).
+    pub filtered: u64,
     /// Messages its overflow policy discarded, or a forced close (a `close_timeout` past its
     /// deadline) left undelivered.
     pub dropped: u64,
@@ -114,6 +118,7 @@ impl SubscriptionStats {
         let taken = counters.taken.load(Acquire);
         let dropped = counters.dropped.load(Acquire);
         let received = counters.received.load(Acquire);
+        let filtered = counters.filtered.load(Relaxed);
         let finished = delivered + dead_lettered + abandoned;
         SubscriptionStats {
             name: name.to_owned(),
@@ -127,6 +132,7 @@ impl SubscriptionStats {
             failed,
             retried,
             dead_lettered,
+            filtered,
             dropped: dropped + abandoned,
         }
     }

@@ -279,7 +279,7 @@ impl<T: Topic> TopicState<T> {
             (Some(publisher), Wait::Forever | Wait::Until(_)) => {
                 let full = subscribers
                     .iter()
-                    .filter(|outbox| outbox.would_block())
+                    .filter(|outbox| outbox.would_block() && outbox.wants(&payload))
                     .map(|outbox| Arc::clone(&outbox.core.node))
                     .collect();
                 match deadlock::record(&publisher.node, full) {
@@ -295,7 +295,7 @@ impl<T: Topic> TopicState<T> {
             Wait::Never => Some(None),
         };
         if let Some(deadline) = room_by {
-            for outbox in subscribers.iter() {
+            for outbox in subscribers.iter().filter(|outbox| outbox.wants(&payload)) {
                 match outbox.wait_for_room(deadline, stop, &self.waits) {
                     Room::Ready => {}
                     Room::Full if wait == Wait::Never => return Err((payload, Refused::Full)),
@@ -336,8 +336,10 @@ impl<T: Topic> TopicState<T> {
                 done => return done,
             }
             let subscribers = self.subscribers.load_full();
-            let full: Vec<&Arc<Outbox<T>>> =
-                subscribers.iter().filter(|o| o.would_block()).collect();
+            let full: Vec<&Arc<Outbox<T>>> = subscribers
+                .iter()
+                .filter(|o| o.would_block() && o.wants(&payload))
+                .collect();
             let Some(outbox) = full.first() else {
                 // The turn is held by a publisher waiting for room. A handler waits only
                 // if that does not lead back to it.
