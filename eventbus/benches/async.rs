@@ -12,6 +12,9 @@
 //!   `EVENTBUS_ASYNC_MESSAGES` (default 1,000,000) 8-byte messages, mailbox/channel capacity
 //!   `EVENTBUS_ASYNC_CAPACITY` (default 1024), `EVENTBUS_ROUNDS` (default 5) rounds, on a
 //!   multi-thread runtime with 2 workers (a new one per run).
+//! - `EVENTBUS_ASYNC_CURRENT_THREAD=1`: the throughput section on a current-thread runtime
+//!   instead: every task on one thread, so ns/delivery is the CPU each design spends per
+//!   delivery, without the cross-core effects (steadier, but not the set-up).
 //! - `EVENTBUS_ASYNC_QUICK=1`: only the hand-made fan-out and eventbus in the throughput
 //!   section, for quick comparisons.
 //! - `EVENTBUS_ASYNC_ONLY` (text): only the measurements whose title contains it, such as
@@ -54,13 +57,16 @@ fn wanted(title: &str) -> bool {
 }
 
 /// The runtime every measurement uses: multi-thread, 2 workers, timers on (the bus needs
-/// them).
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
+/// them); or a current-thread one (`EVENTBUS_ASYNC_CURRENT_THREAD`).
+fn runtime(current_thread: bool) -> tokio::runtime::Runtime {
+    let mut builder = if current_thread {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    };
+    builder.enable_all().build().expect("a tokio runtime")
 }
 
 fn load_average() -> String {
@@ -146,7 +152,7 @@ fn scale(kind: Kind, subscribers: usize, messages: u64) {
         done: done_tx,
     };
     // Made first, so its threads are in `before`.
-    let runtime = runtime();
+    let runtime = runtime(false);
     let before = resident_bytes();
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
     let options = Options::default().capacity(SCALE_CAPACITY);
@@ -295,6 +301,7 @@ struct Shape {
     subscribers: usize,
     messages: u64,
     capacity: usize,
+    current_thread: bool,
 }
 
 type Done = tokio::sync::mpsc::UnboundedSender<u64>;
@@ -318,7 +325,7 @@ async fn timed(
 }
 
 fn run_eventbus(shape: Shape) -> Run {
-    let runtime = runtime();
+    let runtime = runtime(shape.current_thread);
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..shape.subscribers {
@@ -364,7 +371,7 @@ fn run_eventbus(shape: Shape) -> Run {
 type HandTopic = tokio::sync::Mutex<(u64, Vec<tokio::sync::mpsc::Sender<Arc<Tick>>>)>;
 
 fn run_hand_made(shape: Shape) -> Run {
-    let runtime = runtime();
+    let runtime = runtime(shape.current_thread);
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     let messages = shape.messages;
     let (elapsed, _) = runtime.block_on(async {
@@ -407,7 +414,7 @@ fn run_hand_made(shape: Shape) -> Run {
 
 fn run_broadcast(shape: Shape) -> Run {
     use tokio::sync::broadcast::error::RecvError;
-    let runtime = runtime();
+    let runtime = runtime(shape.current_thread);
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     let messages = shape.messages;
     let (elapsed, lost) = runtime.block_on(async {
@@ -514,12 +521,18 @@ fn main() {
     );
     let capacity = env("EVENTBUS_ASYNC_CAPACITY", Options::DEFAULT_CAPACITY as u64) as usize;
     let rounds = env("EVENTBUS_ROUNDS", if quick { 1 } else { 5 }).max(1);
+    let current_thread = std::env::var_os("EVENTBUS_ASYNC_CURRENT_THREAD").is_some();
     println!(
         "eventbus async: tokio multi-thread runtime, 2 workers; {} cores",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "throughput: {messages} messages per run, {rounds} rounds, medians; capacity {capacity}"
+        "throughput: {messages} messages per run, {rounds} rounds, medians; capacity {capacity}{}",
+        if current_thread {
+            "; on a current-thread runtime"
+        } else {
+            ""
+        }
     );
     println!("load average at start: {}", load_average());
 
@@ -536,6 +549,7 @@ fn main() {
             subscribers,
             messages,
             capacity,
+            current_thread,
         };
         throughput(shape, rounds, contenders);
     }
