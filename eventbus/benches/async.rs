@@ -3,15 +3,16 @@
 //! process, alternating, several rounds; medians and ratios to a hand-made tokio fan-out
 //! measured in the same run (issue 12).
 //!
-//! - Scale: `EVENTBUS_SCALE_TASKS` (default 100,000) async subscribers, capacity 8, on one
-//!   topic start, receive `EVENTBUS_SCALE_MESSAGES` (default 100) messages each from a
-//!   `publish_async` task, then the bus closes; the same with `EVENTBUS_SCALE_THREADS`
-//!   (default 10,000) thread subscribers and `publish` for comparison. Start-up per
-//!   subscriber, resident set per subscriber (`/proc/self/statm`), ns per delivery, close.
 //! - Throughput: one publisher task (`publish_async`) → 1, 4, 16 async subscribers, `Block`,
 //!   `EVENTBUS_ASYNC_MESSAGES` (default 1,000,000) 8-byte messages, mailbox/channel capacity
 //!   `EVENTBUS_ASYNC_CAPACITY` (default 1024), `EVENTBUS_ROUNDS` (default 5) rounds, on a
 //!   multi-thread runtime with 2 workers (a new one per run).
+//! - Scale, last (10,000 threads lift the load average for minutes): `EVENTBUS_SCALE_TASKS`
+//!   (default 100,000) async subscribers, capacity 8, on one topic start, receive
+//!   `EVENTBUS_SCALE_MESSAGES` (default 100) messages each from a `publish_async` task, then
+//!   the bus closes; the same with `EVENTBUS_SCALE_THREADS` (default 10,000) thread
+//!   subscribers and `publish` for comparison. Start-up per subscriber, resident set per
+//!   subscriber (`/proc/self/statm`), ns per delivery, close.
 //! - `EVENTBUS_ASYNC_CURRENT_THREAD=1`: the throughput section on a current-thread runtime
 //!   instead: every task on one thread, so ns/delivery is the CPU each design spends per
 //!   delivery, without the cross-core effects (steadier, but not the issue's set-up).
@@ -536,8 +537,6 @@ fn main() {
     );
     println!("load average at start: {}", load_average());
 
-    scale(Kind::Tasks, tasks, scale_messages);
-    scale(Kind::Threads, threads, scale_messages);
     let only_two = std::env::var_os("EVENTBUS_ASYNC_QUICK").is_some();
     let contenders = if only_two {
         &CONTENDERS[..2]
@@ -553,5 +552,9 @@ fn main() {
         };
         throughput(shape, rounds, contenders);
     }
+    // The scale section runs last: 10,000 threads lift the load average for minutes after.
+    println!("\nload average after throughput: {}", load_average());
+    scale(Kind::Tasks, tasks, scale_messages);
+    scale(Kind::Threads, threads, scale_messages);
     println!("\nload average at end: {}", load_average());
 }
