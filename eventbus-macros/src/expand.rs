@@ -237,6 +237,15 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let args = attr::topic_args(&input.attrs, &mut errors);
     let krate = valid::crate_path(args.krate, &mut errors);
+    let retention = valid::retention(args.retain.as_ref(), args.retain_for.as_ref(), &mut errors)
+        .map(|(messages, age)| {
+            let age = age.map(|nanos| quote!(.max_age(::core::time::Duration::from_nanos(#nanos))));
+            quote! {
+                fn retention() -> ::core::option::Option<#krate::Retention> {
+                    ::core::option::Option::Some(#krate::Retention::messages(#messages) #age)
+                }
+            }
+        });
     if let Some(name) = &args.name {
         if name.value().trim().is_empty() {
             errors.spanned(name, "a topic's `name` may not be empty");
@@ -289,6 +298,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
             fn name() -> &'static str {
                 #body
             }
+            #retention
         }
         #errors
     }

@@ -87,7 +87,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
                 lit,
                 format_args!(
                     "malformed backoff {:?}: {problem}; expected a whole number and a unit, \
-                     e.g. \"10ms\" (units: ns, us, ms, s, m)",
+                     e.g. \"10ms\" (units: ns, us, ms, s, m, h)",
                     lit.value()
                 ),
             );
@@ -136,6 +136,57 @@ fn path_span(path: &syn::Path) -> proc_macro2::Span {
         .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span())
 }
 
+/// A topic's `retain = N, retain_for = "1h"`: the most messages kept, and the oldest age
+/// in nanoseconds.
+pub(crate) fn retention(
+    retain: Option<&syn::LitInt>,
+    retain_for: Option<&syn::LitStr>,
+    errors: &mut Errors,
+) -> Option<(usize, Option<u64>)> {
+    let age = retain_for.and_then(|lit| match parse_duration(&lit.value()) {
+        Ok(0) => {
+            errors.spanned(lit, "`retain_for` may not be 0: the log would keep nothing");
+            None
+        }
+        Ok(nanos) => Some(nanos),
+        Err(problem) => {
+            errors.spanned(
+                lit,
+                format_args!(
+                    "malformed retain_for {:?}: {problem}; expected a whole number and a unit, \
+                     e.g. \"1h\" (units: ns, us, ms, s, m, h)",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    });
+    let Some(retain) = retain else {
+        if let Some(lit) = retain_for {
+            errors.spanned(
+                lit,
+                "`retain_for` needs `retain` too: a log is bounded by a number of messages, \
+                 e.g. `#[topic(retain = 10_000, retain_for = \"1h\")]`",
+            );
+        }
+        return None;
+    };
+    match retain.base10_parse::<usize>() {
+        Ok(0) => {
+            errors.spanned(
+                retain,
+                "`retain` may not be 0: a log keeps at least one message",
+            );
+            None
+        }
+        Ok(messages) => Some((messages, age)),
+        Err(_) => {
+            errors.spanned(retain, "`retain` is too large for a `usize`");
+            None
+        }
+    }
+}
+
 /// `"10ms"` as nanoseconds.
 pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
     let text = text.trim();
@@ -154,8 +205,9 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
         "ms" => 1_000_000,
         "s" => 1_000_000_000,
         "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         "" => return Err("it has no unit"),
-        _ => return Err("the unit is not one of ns, us, ms, s, m"),
+        _ => return Err("the unit is not one of ns, us, ms, s, m, h"),
     };
     number.checked_mul(scale).ok_or("it is too long")
 }
