@@ -357,3 +357,41 @@ fn a_forced_close_abandons_what_is_left_and_counts_it() {
     assert_eq!(stats.received, 50);
     assert_eq!(stats.delivered + stats.dropped, 50, "{stats:?}");
 }
+
+mod registered {
+    use super::*;
+    use eventbus::subscriber;
+    use std::sync::Mutex;
+
+    #[derive(Topic, Debug)]
+    #[topic(retain = 50)]
+    pub(crate) struct Order(#[allow(dead_code)] pub(crate) u64);
+
+    pub(crate) static SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+    #[subscriber(start = Earliest, name = "log_topics.rebuild")]
+    fn rebuild(order: &Message<Order>) {
+        SEEN.lock().unwrap().push(order.seq());
+    }
+
+    #[test]
+    fn a_registered_subscriber_can_start_at_the_earliest() {
+        let registered = Bus::registered();
+        let me = registered
+            .iter()
+            .find(|s| s.name == "log_topics.rebuild")
+            .unwrap();
+        assert_eq!(
+            me.options.clone(),
+            Options::default()
+                .start(Start::Earliest)
+                .name("log_topics.rebuild")
+        );
+        let late = Bus::builder().registered_in(module_path!()).build();
+        for i in 0..3 {
+            late.publish(Order(i)).unwrap();
+        }
+        late.close();
+        assert_eq!(*SEEN.lock().unwrap(), [0, 1, 2]);
+    }
+}

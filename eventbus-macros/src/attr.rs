@@ -9,7 +9,8 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 
 use crate::errors::Errors;
 
-pub(crate) const SUBSCRIBER_OPTIONS: &str = "capacity, overflow, retries, backoff, name, crate";
+pub(crate) const SUBSCRIBER_OPTIONS: &str =
+    "capacity, overflow, retries, backoff, name, start, crate";
 pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, crate";
 
 /// `#[subscriber(...)]` as written.
@@ -20,6 +21,7 @@ pub(crate) struct SubscriberArgs {
     pub(crate) retries: Option<LitInt>,
     pub(crate) backoff: Option<LitStr>,
     pub(crate) name: Option<LitStr>,
+    pub(crate) start: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -54,6 +56,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
             ),
             "name" => set(&mut parsed.name, string(&key, value, errors), &meta, errors),
             "crate" => set(&mut parsed.krate, path(value, errors), &meta, errors),
+            "start" => set(&mut parsed.start, Some(value), &meta, errors),
             "overflow" => {
                 let path = match value {
                     Expr::Path(path) if path.qself.is_none() => Some(path.path),
@@ -217,6 +220,7 @@ fn example(key: &str) -> &'static str {
         "backoff" => "backoff = \"10ms\"",
         "overflow" => "overflow = DropOldest",
         "retain" => "retain = 10_000",
+        "start" => "start = Earliest",
         "retain_for" => "retain_for = \"1h\"",
         _ => "name = \"billing\"",
     }

@@ -10,7 +10,7 @@ use syn::{DeriveInput, GenericParam, ItemFn};
 
 use crate::ast::{Extra, Handler, MessageParam};
 use crate::errors::Errors;
-use crate::valid::Settings;
+use crate::valid::{Settings, StartAt};
 use crate::{attr, valid};
 
 pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
@@ -171,8 +171,17 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         overflow,
         retries,
         backoff_nanos,
+        start: from,
         ..
     } = settings;
+    let from = match *from {
+        StartAt::Now => quote!(#krate::Start::Now),
+        StartAt::Earliest => quote!(#krate::Start::Earliest),
+        StartAt::Seq(n) => quote!(#krate::Start::Seq(#n)),
+        StartAt::Since(nanos) => {
+            quote!(#krate::Start::Since(::core::time::Duration::from_nanos(#nanos)))
+        }
+    };
     let start = format_ident!("__eventbus_start_{}", function);
     let topic_name = format_ident!("__eventbus_topic_{}", function);
     quote! {
@@ -201,6 +210,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     overflow: #krate::Overflow::#overflow,
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
+                    from: #from,
                     states: &[#(#states),*],
                     asynchronous: #asynchronous,
                     start: #start,

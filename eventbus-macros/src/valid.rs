@@ -14,6 +14,72 @@ const MAX_CAPACITY: usize = 1 << 24;
 const DEFAULT_CAPACITY: usize = 1024;
 const DEFAULT_BACKOFF_NANOS: u64 = 10_000_000;
 
+/// `start = Now | Earliest | Seq(n) | Since("10m")`.
+#[derive(Clone, Copy)]
+pub(crate) enum StartAt {
+    Now,
+    Earliest,
+    Seq(u64),
+    Since(u64),
+}
+
+const START_VALUES: &str = "Now, Earliest, Seq(n), Since(\"10m\")";
+
+fn start(value: &syn::Expr, errors: &mut Errors) -> StartAt {
+    use syn::{Expr, ExprCall, ExprLit, Lit};
+    let bad = |errors: &mut Errors| {
+        errors.spanned(
+            value,
+            format_args!("expected where to start: one of {START_VALUES}"),
+        );
+        StartAt::Now
+    };
+    match value {
+        Expr::Path(path) if path.path.is_ident("Now") => StartAt::Now,
+        Expr::Path(path) if path.path.is_ident("Earliest") => StartAt::Earliest,
+        Expr::Call(ExprCall { func, args, .. }) if args.len() == 1 => {
+            let Expr::Path(func) = &**func else {
+                return bad(errors);
+            };
+            match (
+                func.path.get_ident().map(ToString::to_string).as_deref(),
+                &args[0],
+            ) {
+                (
+                    Some("Seq"),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Int(n), ..
+                    }),
+                ) => match n.base10_parse::<u64>() {
+                    Ok(n) => StartAt::Seq(n),
+                    Err(_) => bad(errors),
+                },
+                (
+                    Some("Since"),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Str(d), ..
+                    }),
+                ) => match parse_duration(&d.value()) {
+                    Ok(nanos) => StartAt::Since(nanos),
+                    Err(problem) => {
+                        errors.spanned(
+                            d,
+                            format_args!(
+                                "malformed duration {:?}: {problem}; expected e.g. \"10m\" \
+                                     (units: ns, us, ms, s, m, h)",
+                                d.value()
+                            ),
+                        );
+                        StartAt::Now
+                    }
+                },
+                _ => bad(errors),
+            }
+        }
+        _ => bad(errors),
+    }
+}
+
 /// A subscriber's settings, checked, with defaults filled in.
 pub(crate) struct Settings {
     pub(crate) capacity: usize,
@@ -21,6 +87,8 @@ pub(crate) struct Settings {
     pub(crate) retries: u32,
     pub(crate) backoff_nanos: u64,
     pub(crate) name: Option<LitStr>,
+    /// `start = ...`: where a subscription to a log topic starts.
+    pub(crate) start: StartAt,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
     pub(crate) krate: TokenStream,
 }
@@ -99,12 +167,17 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
             errors.spanned(name, "`name` may not be empty");
         }
     }
+    let start = args
+        .start
+        .as_ref()
+        .map_or(StartAt::Now, |value| start(value, errors));
     Settings {
         capacity,
         overflow,
         retries,
         backoff_nanos,
         name: args.name,
+        start,
         krate: crate_path(args.krate, errors),
     }
 }
