@@ -131,3 +131,24 @@ fn subscriber_filter_names_a_function() {
     assert_eq!(seen.get(), [10, 20]);
     assert_eq!(bus.stats().subscriptions[0].filtered, 2);
 }
+
+#[derive(Topic, Debug)]
+#[topic(retain = 16)]
+struct Logged(u64);
+
+#[test]
+fn a_filter_on_a_log_topic_is_refused_at_subscribe_for_now() {
+    let bus = Bus::builder().build();
+    let error = bus
+        .try_subscribe::<Logged>(
+            Options::default().name("y").filter(|l: &Logged| l.0 > 1),
+            |_: &Message<Logged>| {},
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, SubscribeError::FilterOnLog { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("log topic"), "{error}");
+    bus.close();
+}

@@ -10,8 +10,8 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 use crate::errors::Errors;
 
 pub(crate) const SUBSCRIBER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, crate";
-pub(crate) const TOPIC_OPTIONS: &str = "name, crate";
+    "capacity, overflow, retries, backoff, name, filter, start, crate";
+pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, crate";
 
 /// `#[subscriber(...)]` as written.
 #[derive(Default)]
@@ -22,6 +22,7 @@ pub(crate) struct SubscriberArgs {
     pub(crate) backoff: Option<LitStr>,
     pub(crate) name: Option<LitStr>,
     pub(crate) filter: Option<Path>,
+    pub(crate) start: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -62,6 +63,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
                 &meta,
                 errors,
             ),
+            "start" => set(&mut parsed.start, Some(value), &meta, errors),
             "overflow" => {
                 let path = match value {
                     Expr::Path(path) if path.qself.is_none() => Some(path.path),
@@ -89,6 +91,8 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
 #[derive(Default)]
 pub(crate) struct TopicArgs {
     pub(crate) name: Option<LitStr>,
+    pub(crate) retain: Option<LitInt>,
+    pub(crate) retain_for: Option<LitStr>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -117,7 +121,19 @@ pub(crate) fn topic_args(attrs: &[Attribute], errors: &mut Errors) -> TopicArgs 
                 ("crate", Some(value)) => {
                     set(&mut parsed.krate, path(value, errors), &meta, errors);
                 }
-                (key @ ("name" | "crate"), None) => errors.spanned(
+                ("retain", Some(value)) => {
+                    set(
+                        &mut parsed.retain,
+                        int("retain", value, errors),
+                        &meta,
+                        errors,
+                    );
+                }
+                ("retain_for", Some(value)) => {
+                    let value = string("retain_for", value, errors);
+                    set(&mut parsed.retain_for, value, &meta, errors);
+                }
+                (key @ ("name" | "crate" | "retain" | "retain_for"), None) => errors.spanned(
                     &meta.path,
                     format_args!("`{key}` needs a value, e.g. `{}`", example(key)),
                 ),
@@ -226,6 +242,9 @@ fn example(key: &str) -> &'static str {
         "retries" => "retries = 3",
         "backoff" => "backoff = \"10ms\"",
         "overflow" => "overflow = DropOldest",
+        "retain" => "retain = 10_000",
+        "start" => "start = Earliest",
+        "retain_for" => "retain_for = \"1h\"",
         _ => "name = \"billing\"",
     }
 }

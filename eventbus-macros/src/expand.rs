@@ -10,7 +10,7 @@ use syn::{DeriveInput, GenericParam, ItemFn};
 
 use crate::ast::{Extra, Handler, MessageParam};
 use crate::errors::Errors;
-use crate::valid::Settings;
+use crate::valid::{Settings, StartAt};
 use crate::{attr, valid};
 
 pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
@@ -171,6 +171,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         overflow,
         retries,
         backoff_nanos,
+        start: from,
         ..
     } = settings;
     // Spanned so that a filter of the wrong type is reported on its path.
@@ -180,6 +181,14 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
             let options = #krate::Options::filter::<#topic>(options, #filter);
         }
     });
+    let from = match *from {
+        StartAt::Now => quote!(#krate::Start::Now),
+        StartAt::Earliest => quote!(#krate::Start::Earliest),
+        StartAt::Seq(n) => quote!(#krate::Start::Seq(#n)),
+        StartAt::Since(nanos) => {
+            quote!(#krate::Start::Since(::core::time::Duration::from_nanos(#nanos)))
+        }
+    };
     let start = format_ident!("__eventbus_start_{}", function);
     let topic_name = format_ident!("__eventbus_topic_{}", function);
     quote! {
@@ -209,6 +218,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     overflow: #krate::Overflow::#overflow,
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
+                    from: #from,
                     states: &[#(#states),*],
                     asynchronous: #asynchronous,
                     start: #start,
@@ -245,6 +255,15 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let args = attr::topic_args(&input.attrs, &mut errors);
     let krate = valid::crate_path(args.krate, &mut errors);
+    let retention = valid::retention(args.retain.as_ref(), args.retain_for.as_ref(), &mut errors)
+        .map(|(messages, age)| {
+            let age = age.map(|nanos| quote!(.max_age(::core::time::Duration::from_nanos(#nanos))));
+            quote! {
+                fn retention() -> ::core::option::Option<#krate::Retention> {
+                    ::core::option::Option::Some(#krate::Retention::messages(#messages) #age)
+                }
+            }
+        });
     if let Some(name) = &args.name {
         if name.value().trim().is_empty() {
             errors.spanned(name, "a topic's `name` may not be empty");
@@ -297,6 +316,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
             fn name() -> &'static str {
                 #body
             }
+            #retention
         }
         #errors
     }

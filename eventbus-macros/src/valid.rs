@@ -14,6 +14,72 @@ const MAX_CAPACITY: usize = 1 << 24;
 const DEFAULT_CAPACITY: usize = 1024;
 const DEFAULT_BACKOFF_NANOS: u64 = 10_000_000;
 
+/// `start = Now | Earliest | Seq(n) | Since("10m")`.
+#[derive(Clone, Copy)]
+pub(crate) enum StartAt {
+    Now,
+    Earliest,
+    Seq(u64),
+    Since(u64),
+}
+
+const START_VALUES: &str = "Now, Earliest, Seq(n), Since(\"10m\")";
+
+fn start(value: &syn::Expr, errors: &mut Errors) -> StartAt {
+    use syn::{Expr, ExprCall, ExprLit, Lit};
+    let bad = |errors: &mut Errors| {
+        errors.spanned(
+            value,
+            format_args!("expected where to start: one of {START_VALUES}"),
+        );
+        StartAt::Now
+    };
+    match value {
+        Expr::Path(path) if path.path.is_ident("Now") => StartAt::Now,
+        Expr::Path(path) if path.path.is_ident("Earliest") => StartAt::Earliest,
+        Expr::Call(ExprCall { func, args, .. }) if args.len() == 1 => {
+            let Expr::Path(func) = &**func else {
+                return bad(errors);
+            };
+            match (
+                func.path.get_ident().map(ToString::to_string).as_deref(),
+                &args[0],
+            ) {
+                (
+                    Some("Seq"),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Int(n), ..
+                    }),
+                ) => match n.base10_parse::<u64>() {
+                    Ok(n) => StartAt::Seq(n),
+                    Err(_) => bad(errors),
+                },
+                (
+                    Some("Since"),
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Str(d), ..
+                    }),
+                ) => match parse_duration(&d.value()) {
+                    Ok(nanos) => StartAt::Since(nanos),
+                    Err(problem) => {
+                        errors.spanned(
+                            d,
+                            format_args!(
+                                "malformed duration {:?}: {problem}; expected e.g. \"10m\" \
+                                     (units: ns, us, ms, s, m, h)",
+                                d.value()
+                            ),
+                        );
+                        StartAt::Now
+                    }
+                },
+                _ => bad(errors),
+            }
+        }
+        _ => bad(errors),
+    }
+}
+
 /// A subscriber's settings, checked, with defaults filled in.
 pub(crate) struct Settings {
     pub(crate) capacity: usize,
@@ -23,6 +89,8 @@ pub(crate) struct Settings {
     pub(crate) name: Option<LitStr>,
     /// `filter = path`: a function `fn(&T) -> bool`.
     pub(crate) filter: Option<syn::Path>,
+    /// `start = ...`: where a subscription to a log topic starts.
+    pub(crate) start: StartAt,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
     pub(crate) krate: TokenStream,
 }
@@ -89,7 +157,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
                 lit,
                 format_args!(
                     "malformed backoff {:?}: {problem}; expected a whole number and a unit, \
-                     e.g. \"10ms\" (units: ns, us, ms, s, m)",
+                     e.g. \"10ms\" (units: ns, us, ms, s, m, h)",
                     lit.value()
                 ),
             );
@@ -101,6 +169,10 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
             errors.spanned(name, "`name` may not be empty");
         }
     }
+    let start = args
+        .start
+        .as_ref()
+        .map_or(StartAt::Now, |value| start(value, errors));
     Settings {
         capacity,
         overflow,
@@ -108,6 +180,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         backoff_nanos,
         name: args.name,
         filter: args.filter,
+        start,
         krate: crate_path(args.krate, errors),
     }
 }
@@ -139,6 +212,57 @@ fn path_span(path: &syn::Path) -> proc_macro2::Span {
         .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span())
 }
 
+/// A topic's `retain = N, retain_for = "1h"`: the most messages kept, and the oldest age
+/// in nanoseconds.
+pub(crate) fn retention(
+    retain: Option<&syn::LitInt>,
+    retain_for: Option<&syn::LitStr>,
+    errors: &mut Errors,
+) -> Option<(usize, Option<u64>)> {
+    let age = retain_for.and_then(|lit| match parse_duration(&lit.value()) {
+        Ok(0) => {
+            errors.spanned(lit, "`retain_for` may not be 0: the log would keep nothing");
+            None
+        }
+        Ok(nanos) => Some(nanos),
+        Err(problem) => {
+            errors.spanned(
+                lit,
+                format_args!(
+                    "malformed retain_for {:?}: {problem}; expected a whole number and a unit, \
+                     e.g. \"1h\" (units: ns, us, ms, s, m, h)",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    });
+    let Some(retain) = retain else {
+        if let Some(lit) = retain_for {
+            errors.spanned(
+                lit,
+                "`retain_for` needs `retain` too: a log is bounded by a number of messages, \
+                 e.g. `#[topic(retain = 10_000, retain_for = \"1h\")]`",
+            );
+        }
+        return None;
+    };
+    match retain.base10_parse::<usize>() {
+        Ok(0) => {
+            errors.spanned(
+                retain,
+                "`retain` may not be 0: a log keeps at least one message",
+            );
+            None
+        }
+        Ok(messages) => Some((messages, age)),
+        Err(_) => {
+            errors.spanned(retain, "`retain` is too large for a `usize`");
+            None
+        }
+    }
+}
+
 /// `"10ms"` as nanoseconds.
 pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
     let text = text.trim();
@@ -157,8 +281,9 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
         "ms" => 1_000_000,
         "s" => 1_000_000_000,
         "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         "" => return Err("it has no unit"),
-        _ => return Err("the unit is not one of ns, us, ms, s, m"),
+        _ => return Err("the unit is not one of ns, us, ms, s, m, h"),
     };
     number.checked_mul(scale).ok_or("it is too long")
 }

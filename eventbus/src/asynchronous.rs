@@ -316,7 +316,7 @@ impl<T> Drop for MessageStream<T> {
         // A pending wait holds the mailbox; dropping it lets go of the mailbox too.
         self.next = None;
         if let Some(inbox) = self.inbox.take() {
-            crate::worker::abandon_rest(&self.core, &inbox, "stream dropped");
+            crate::worker::abandon_rest(&self.core, || inbox.try_next(), "stream dropped");
         }
         self.engine.lifecycle.finished(&self.core);
     }

@@ -28,8 +28,9 @@ use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 use crate::subscriber::{Consumer, SubscriptionCore};
 use crate::topic::{AnyTopic, Refused, Topic, TopicState, Wait};
 use crate::worker::thread::Run;
-use crate::worker::{self, Context};
+use crate::worker::{self, Context, Source};
 use crate::{Options, SubscribeError};
+use crate::{Overflow, Start as From};
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
 type Slot = [usize; 2];
@@ -53,15 +54,35 @@ pub(crate) struct Engine {
     runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
-/// Hands a new subscription's mailbox to its consumer: a worker it starts, or the caller.
-trait Start<T>:
-    FnOnce(crate::mailbox::Inbox<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
+/// Hands a new subscription's source (its mailbox, or its place in the topic's log) to its
+/// consumer: a worker it starts, or the caller.
+trait Start<T>: FnOnce(Source<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()> {}
+
+impl<T, F> Start<T> for F where
+    F: FnOnce(Source<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
 {
 }
 
-impl<T, F> Start<T> for F where
-    F: FnOnce(crate::mailbox::Inbox<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
-{
+/// A mailbox's end, from a source that is one: task workers and streams do not read logs
+/// (refused at subscribe).
+#[cfg(feature = "tokio")]
+fn mailbox_of<T>(source: Source<T>) -> crate::mailbox::Inbox<T> {
+    match source {
+        Source::Mailbox(inbox) => inbox,
+        Source::Log(_) => unreachable!("async subscriptions to log topics are refused"),
+    }
+}
+
+/// Refuses an async subscription (a task or a stream) to a log topic.
+#[cfg(feature = "tokio")]
+fn refuse_log<T: Topic>(options: &Options, id: u64) -> Result<(), SubscribeError> {
+    match T::retention() {
+        None => Ok(()),
+        Some(_) => Err(SubscribeError::AsyncOnLog {
+            name: subscription_name(options, id),
+            topic: T::name(),
+        }),
+    }
 }
 
 /// A subscription's name: the one given, else `subscription-N`.
@@ -157,13 +178,14 @@ impl Engine {
         options: Options,
         handler: impl worker::task::RunAsync<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        refuse_log::<T>(&options, self.next_subscription.load(Relaxed))?;
         let Some(runtime) = self.runtime.get().cloned() else {
             return Err(SubscribeError::NoRuntime {
                 name: subscription_name(&options, self.next_subscription.load(Relaxed)),
             });
         };
-        self.subscribe_with(options, Consumer::Worker, move |inbox, core, context| {
-            worker::task::spawn(&runtime, inbox, core, context, handler);
+        self.subscribe_with(options, Consumer::Worker, move |source, core, context| {
+            worker::task::spawn(&runtime, mailbox_of(source), core, context, handler);
             Ok(())
         })
     }
@@ -174,9 +196,10 @@ impl Engine {
         &self,
         options: Options,
     ) -> Result<(Arc<SubscriptionCore>, crate::mailbox::Inbox<T>), SubscribeError> {
+        refuse_log::<T>(&options, self.next_subscription.load(Relaxed))?;
         let mut taken = None;
-        let core = self.subscribe_with(options, Consumer::Caller, |inbox, _, _| {
-            taken = Some(inbox);
+        let core = self.subscribe_with(options, Consumer::Caller, |source, _, _| {
+            taken = Some(mailbox_of(source));
             Ok(())
         })?;
         match taken {
@@ -217,7 +240,7 @@ impl Engine {
     /// Starts a subscription of `T` whose mailbox `start` hands to its consumer.
     fn subscribe_with<T: Topic>(
         &self,
-        options: Options,
+        mut options: Options,
         consumer: Consumer,
         start: impl Start<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
@@ -235,6 +258,30 @@ impl Engine {
                 topic: T::name(),
                 written_for,
             });
+        }
+        match T::retention() {
+            None if options.start != From::Now => {
+                return Err(SubscribeError::NoLog {
+                    name: name.to_string(),
+                    topic: T::name(),
+                })
+            }
+            // A filter runs at hand-out, which a log topic does not do per subscription.
+            Some(_) if options.filter.is_some() => {
+                return Err(SubscribeError::FilterOnLog {
+                    name: name.to_string(),
+                    topic: T::name(),
+                })
+            }
+            Some(_) if options.overflow == Overflow::DropNewest => {
+                return Err(SubscribeError::DropNewestOnLog {
+                    name: name.to_string(),
+                    topic: T::name(),
+                })
+            }
+            // A `Block` subscription on a log is at most the log behind: it is never lapped.
+            Some(retention) => options.capacity = options.capacity.min(retention.messages),
+            None => {}
         }
         // A mailbox allocates every slot up front; an allocation that fails would abort the
         // process, so make sure now that it can succeed.
@@ -268,24 +315,46 @@ impl Engine {
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let topic = self.topic::<T>();
         let typed = typed::<T>(&*topic);
-        let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), |retirer| {
-            SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
-        });
-        let core = Arc::clone(&outbox.core);
-        self.lifecycle.started(Arc::clone(&core));
         let context = Context {
             bus: self.id,
             lifecycle: Arc::clone(&self.lifecycle),
             dead_letters: Arc::clone(&self.dead_letters),
         };
-        if let Err(source) = start(inbox, Arc::clone(&core), context) {
-            self.lifecycle.finished(&core);
-            return Err(SubscribeError::Spawn {
+        let spawn_failed = |core: &SubscriptionCore, source| {
+            self.lifecycle.finished(core);
+            SubscribeError::Spawn {
                 name: name.to_string(),
                 source,
+            }
+        };
+        let core = if let Some(log) = typed.log() {
+            let (capacity, overflow, from) = (options.capacity, options.overflow, options.start);
+            let stop = self.lifecycle.stop_signal().clone();
+            let reader = crate::log::reader(log, id, capacity, overflow, stop, |retirer| {
+                SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
             });
-        }
-        typed.add(Arc::new(outbox));
+            let core = Arc::clone(reader.core());
+            self.lifecycle.started(Arc::clone(&core));
+            // Joined before its worker starts, which then finds its start position set.
+            reader.join(from);
+            if let Err(source) = start(Source::Log(reader), Arc::clone(&core), context) {
+                log.remove(id);
+                core.retire();
+                return Err(spawn_failed(&core, source));
+            }
+            core
+        } else {
+            let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), |retirer| {
+                SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
+            });
+            let core = Arc::clone(&outbox.core);
+            self.lifecycle.started(Arc::clone(&core));
+            if let Err(source) = start(Source::Mailbox(inbox), Arc::clone(&core), context) {
+                return Err(spawn_failed(&core, source));
+            }
+            typed.add(Arc::new(outbox));
+            core
+        };
         self.subscriptions.lock().push(Entry {
             core: Arc::clone(&core),
             topic,
@@ -399,6 +468,8 @@ impl Engine {
                         .iter()
                         .filter(|e| Arc::ptr_eq(&e.topic, topic))
                         .count(),
+                    retained: topic.log_extent().map(|(retained, _)| retained),
+                    oldest: topic.log_extent().map(|(_, oldest)| oldest),
                 })
                 .collect();
             (subscriptions, topics)

@@ -167,6 +167,36 @@ pub enum SubscribeError {
         /// The subscriber's name.
         name: String,
     },
+    /// A start other than [`Start::Now`](crate::Start::Now) on a topic that keeps no log.
+    NoLog {
+        /// The subscriber's name.
+        name: String,
+        /// The topic's name.
+        topic: &'static str,
+    },
+    /// [`Overflow::DropNewest`](crate::Overflow::DropNewest) on a log topic, where it has no
+    /// meaning: the log is shared, so a message cannot be left out for one subscriber.
+    DropNewestOnLog {
+        /// The subscriber's name.
+        name: String,
+        /// The topic's name.
+        topic: &'static str,
+    },
+    /// A filter on a log topic: not supported yet (its subscriptions read one shared log).
+    FilterOnLog {
+        /// The subscriber's name.
+        name: String,
+        /// The topic's name.
+        topic: &'static str,
+    },
+    /// An async subscriber or a stream on a log topic: not supported yet.
+    #[cfg(feature = "tokio")]
+    AsyncOnLog {
+        /// The subscriber's name.
+        name: String,
+        /// The topic's name.
+        topic: &'static str,
+    },
     /// The operating system would not start the worker thread.
     Spawn {
         /// The subscriber's name.
@@ -213,6 +243,29 @@ impl fmt::Display for SubscribeError {
                     "subscriber `{name}`: the bus is closed; nothing can subscribe"
                 )
             }
+            SubscribeError::NoLog { name, topic } => write!(
+                f,
+                "subscriber `{name}`: topic `{topic}` keeps no log, so it can only start now; \
+                 give it one with `#[topic(retain = N)]` to start earlier"
+            ),
+            SubscribeError::DropNewestOnLog { name, topic } => write!(
+                f,
+                "subscriber `{name}`: `DropNewest` has no meaning on log topic `{topic}`: its \
+                 subscriptions share one log, so a message cannot be left out for one of them; \
+                 use `DropOldest` (a subscription that falls behind loses what the log trims, \
+                 counted as dropped) or `Block` (publishers wait for it)"
+            ),
+            SubscribeError::FilterOnLog { name, topic } => write!(
+                f,
+                "subscriber `{name}`: a filter cannot be put on log topic `{topic}` yet: its \
+                 subscriptions read one shared log; filter in the handler instead"
+            ),
+            #[cfg(feature = "tokio")]
+            SubscribeError::AsyncOnLog { name, topic } => write!(
+                f,
+                "subscriber `{name}`: async subscribers and streams cannot read log topic \
+                 `{topic}` yet; subscribe a sync handler"
+            ),
             SubscribeError::Spawn { name, source } => {
                 write!(
                     f,
@@ -231,9 +284,12 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState(_)
             | SubscribeError::Filter { .. }
-            | SubscribeError::Closed { .. } => None,
+            | SubscribeError::FilterOnLog { .. }
+            | SubscribeError::Closed { .. }
+            | SubscribeError::NoLog { .. }
+            | SubscribeError::DropNewestOnLog { .. } => None,
             #[cfg(feature = "tokio")]
-            SubscribeError::NoRuntime { .. } => None,
+            SubscribeError::NoRuntime { .. } | SubscribeError::AsyncOnLog { .. } => None,
         }
     }
 }

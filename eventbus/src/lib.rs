@@ -343,6 +343,7 @@ mod asynchronous;
 mod directory;
 mod topic;
 // Workers, and the delivery kinds they take messages from.
+mod log;
 mod mailbox;
 mod worker;
 // Leaves.
@@ -371,7 +372,7 @@ pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError,
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
-pub use options::{Options, Overflow};
+pub use options::{Options, Overflow, Retention, Start};
 pub use registry::RegisteredSubscriber;
 pub use state::State;
 pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};

@@ -16,6 +16,63 @@ pub enum Overflow {
     DropNewest,
 }
 
+/// Where a subscription to a log topic (one with `#[topic(retain = N)]`) starts reading.
+///
+/// A topic without a log has only [`Start::Now`]; any other start is refused at subscribe
+/// ([`SubscribeError::NoLog`](crate::SubscribeError::NoLog)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum Start {
+    /// With the next message published after the subscribe: no history.
+    #[default]
+    Now,
+    /// With the oldest message the log still keeps.
+    Earliest,
+    /// With the message numbered `n` ([`Message::seq`](crate::Message::seq)). If the log
+    /// has trimmed it, with the oldest kept, and the gap is counted as dropped; if it is not
+    /// published yet, with it once it is (what comes before is not this subscription's).
+    Seq(u64),
+    /// With the first kept message published at most this long ago.
+    Since(Duration),
+}
+
+/// How much history a log topic keeps: at most `messages`, and (if given) none older than
+/// `max_age`. Written as `#[topic(retain = 10_000, retain_for = "1h")]`; returned by
+/// [`Topic::retention`](crate::Topic::retention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Retention {
+    pub(crate) messages: usize,
+    pub(crate) max_age: Option<Duration>,
+}
+
+impl Retention {
+    /// Keeps at most `messages` (at least 1: 0 is taken as 1).
+    pub const fn messages(messages: usize) -> Self {
+        Retention {
+            messages: if messages == 0 { 1 } else { messages },
+            max_age: None,
+        }
+    }
+
+    /// Keeps nothing older than `max_age` as well.
+    #[must_use = "a retention setter returns the changed retention"]
+    pub const fn max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = Some(max_age);
+        self
+    }
+
+    /// The most messages kept.
+    pub const fn max_messages(&self) -> usize {
+        self.messages
+    }
+
+    /// The oldest a kept message may be, if bounded.
+    pub const fn max_age_kept(&self) -> Option<Duration> {
+        self.max_age
+    }
+}
+
 /// The retry wait doubles at most this many times: 32 × the backoff is the longest wait.
 const MAX_DOUBLINGS: u32 = 5;
 
@@ -28,6 +85,7 @@ const MAX_DOUBLINGS: u32 = 5;
 /// | [`retries`](Options::retries) | 0 (one attempt) |
 /// | [`backoff`](Options::backoff) | 10 ms |
 /// | [`name`](Options::name) | `subscription-N` |
+/// | [`start`](Options::start) | [`Start::Now`] (log topics only may start elsewhere) |
 ///
 /// # Examples
 ///
@@ -52,6 +110,7 @@ pub struct Options {
     pub(crate) backoff: Duration,
     pub(crate) name: Option<String>,
     pub(crate) filter: Option<crate::filter::Filter>,
+    pub(crate) start: Start,
 }
 
 impl Default for Options {
@@ -63,6 +122,7 @@ impl Default for Options {
             backoff: Options::DEFAULT_BACKOFF,
             name: None,
             filter: None,
+            start: Start::Now,
         }
     }
 }
@@ -152,6 +212,14 @@ impl Options {
         accepts: impl Fn(&T) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.filter = Some(crate::filter::Filter::new(accepts));
+        self
+    }
+
+    /// Where a subscription to a log topic starts: its history first, in order, then the
+    /// live messages, with no gap and no repeat between them (see [`Start`]).
+    #[must_use = "an option setter returns the changed options"]
+    pub fn start(mut self, start: Start) -> Self {
+        self.start = start;
         self
     }
 

@@ -28,6 +28,8 @@ pub struct Registration {
     pub overflow: Overflow,
     pub retries: u32,
     pub backoff_nanos: u64,
+    /// `start = ...`: where a subscription to a log topic starts.
+    pub from: crate::Start,
     /// The `State<T>` types its handler takes.
     pub states: &'static [StateKey],
     /// `async fn`: its worker is a task, which needs a runtime.
@@ -52,6 +54,7 @@ impl Registration {
             .overflow(self.overflow)
             .retries(self.retries)
             .backoff(Duration::from_nanos(self.backoff_nanos))
+            .start(self.from)
             .name(self.subscriber_name())
     }
 

@@ -43,6 +43,12 @@ impl Counters {
         counter.store(counter.load(Relaxed) + 1, Release);
     }
 
+    /// Adds `n`; only for the counter's single writer.
+    #[inline]
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.store(counter.load(Relaxed) + n, Release);
+    }
+
     /// Takes one off again; only for the counter's single writer.
     #[inline]
     pub(crate) fn unbump(counter: &AtomicU64) {
@@ -51,13 +57,39 @@ impl Counters {
 
     /// `received`, and received less finished, from one reading.
     pub(crate) fn received_unfinished(&self) -> (u64, u64) {
-        let finished = self.delivered.load(Acquire)
-            + self.dead_lettered.load(Acquire)
-            + self.abandoned.load(Acquire)
-            + self.dropped.load(Acquire);
-        let received = self.received.load(Acquire);
+        let (finished, received) = (self.finished(), self.received.load(Acquire));
         (received, received.saturating_sub(finished))
     }
+
+    fn finished(&self) -> u64 {
+        self.delivered.load(Acquire)
+            + self.dead_lettered.load(Acquire)
+            + self.abandoned.load(Acquire)
+            + self.dropped.load(Acquire)
+    }
+
+    /// As `received_unfinished`, for a subscription whose `received` is read elsewhere (a
+    /// log subscription's, off its log): outcomes first, then `received`.
+    pub(crate) fn received_unfinished_by(&self, received: impl FnOnce() -> u64) -> (u64, u64) {
+        let finished = self.finished();
+        let received = received();
+        (received, received.saturating_sub(finished))
+    }
+}
+
+/// Where a log subscription stands, read without a lock (a moment's view while messages
+/// move; exact at rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogView {
+    /// Messages published to it: from its start to the log's end (or to where it was
+    /// retired).
+    pub(crate) received: u64,
+    /// The seq of the first message it has not finished.
+    pub(crate) position: u64,
+    /// Messages between its position and the log's end (or where it was retired).
+    pub(crate) lag: u64,
+    /// Messages the log trimmed before its worker read them, not yet counted as dropped.
+    pub(crate) lapped: u64,
 }
 
 /// What one subscription has done.
@@ -96,8 +128,14 @@ pub struct SubscriptionStats {
     /// Messages its filter rejected (not counted in `received`).
     pub filtered: u64,
     /// Messages its overflow policy discarded, or a forced close (a `close_timeout` past its
-    /// deadline) left undelivered.
+    /// deadline) left undelivered; on a log topic, also what the log trimmed before this
+    /// subscription read it.
     pub dropped: u64,
+    /// On a log topic: the seq of the first message it has not finished (the one its handler
+    /// is on, or the next to read). `None` for a mailbox.
+    pub position: Option<u64>,
+    /// On a log topic: how many messages it is behind the log's end. `None` for a mailbox.
+    pub lag: Option<u64>,
 }
 
 impl SubscriptionStats {
@@ -109,6 +147,7 @@ impl SubscriptionStats {
         capacity: usize,
         overflow: Overflow,
         counters: &Counters,
+        log: impl FnOnce() -> Option<LogView>,
     ) -> Self {
         let delivered = counters.delivered.load(Acquire);
         let dead_lettered = counters.dead_lettered.load(Acquire);
@@ -117,7 +156,11 @@ impl SubscriptionStats {
         let retried = counters.retried.load(Relaxed);
         let taken = counters.taken.load(Acquire);
         let dropped = counters.dropped.load(Acquire);
-        let received = counters.received.load(Acquire);
+        let view = log();
+        let (received, dropped) = match view {
+            None => (counters.received.load(Acquire), dropped),
+            Some(view) => (view.received, dropped + view.lapped),
+        };
         let filtered = counters.filtered.load(Relaxed);
         let finished = delivered + dead_lettered + abandoned;
         SubscriptionStats {
@@ -134,6 +177,8 @@ impl SubscriptionStats {
             dead_lettered,
             filtered,
             dropped: dropped + abandoned,
+            position: view.map(|view| view.position),
+            lag: view.map(|view| view.lag),
         }
     }
 }
@@ -149,6 +194,10 @@ pub struct TopicStats {
     pub published: u64,
     /// Its subscriptions not unsubscribed (after close: those it had at the end).
     pub subscribers: usize,
+    /// For a log topic: how many messages its log keeps now. `None` without a log.
+    pub retained: Option<u64>,
+    /// For a log topic: the seq of the oldest message kept (the next one's, when none is).
+    pub oldest: Option<u64>,
 }
 
 /// A snapshot of the whole bus, from [`Bus::stats`](crate::Bus::stats).
@@ -227,11 +276,15 @@ impl fmt::Display for BusStats {
             line(f, &row.each_ref().map(String::as_str))?;
         }
         for topic in &self.topics {
-            writeln!(
+            write!(
                 f,
                 "topic {}: {} published, {} subscriber(s)",
                 topic.name, topic.published, topic.subscribers
             )?;
+            if let (Some(retained), Some(oldest)) = (topic.retained, topic.oldest) {
+                write!(f, ", log of {retained} from seq {oldest}")?;
+            }
+            writeln!(f)?;
         }
         write!(
             f,

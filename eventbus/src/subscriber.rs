@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 use crate::deadlock::WaitNode;
-use crate::stats::{Counters, SubscriptionStats};
+use crate::stats::{Counters, LogView, SubscriptionStats};
 use crate::Options;
 
 /// Retiring a subscription's delivery, without its message type.
@@ -18,6 +18,13 @@ pub(crate) trait Retire: Send + Sync {
     /// Nothing handed out after this returns arrives; the worker delivers what is queued,
     /// then stops. Never waits.
     fn retire(&self);
+
+    /// For a subscription reading a topic's log (`log.rs`): where it stands. A mailbox
+    /// counts what it receives; a log subscription's `received` is read off the log instead,
+    /// so a publish writes nothing per subscription.
+    fn log(&self) -> Option<LogView> {
+        None
+    }
 }
 
 /// Who consumes a subscription's mailbox.
@@ -86,7 +93,12 @@ impl SubscriptionCore {
 
     /// Messages received, and how many of them are not finished (queued or in the handler).
     pub(crate) fn received_unfinished(&self) -> (u64, u64) {
-        self.counters.received_unfinished()
+        match self.delivery.log() {
+            None => self.counters.received_unfinished(),
+            Some(_) => self
+                .counters
+                .received_unfinished_by(|| self.delivery.log().map_or(0, |view| view.received)),
+        }
     }
 
     pub(crate) fn stats(&self) -> SubscriptionStats {
@@ -96,6 +108,7 @@ impl SubscriptionCore {
             self.options.capacity,
             self.options.overflow,
             &self.counters,
+            || self.delivery.log(),
         )
     }
 }

@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 
 use crate::deadlock::{self, NoLock, Patience, TopicWaits};
 use crate::lifecycle::Lifecycle;
+use crate::log::{Log, NoRoom};
 use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::message::Envelope;
 use crate::shared::shared;
@@ -77,6 +78,15 @@ use crate::Message;
 pub trait Topic: Send + Sync + 'static {
     /// The topic's name, as shown in stats and dead letters.
     fn name() -> &'static str;
+
+    /// The topic's log, if it keeps one: `#[topic(retain = N, retain_for = "1h")]`. A log
+    /// topic keeps its last messages in one ring shared by all its subscriptions, each of
+    /// which reads it at a position of its own, and may start in the past
+    /// ([`Options::start`](crate::Options::start)). `None` (the default): every subscription
+    /// gets a mailbox.
+    fn retention() -> Option<crate::Retention> {
+        None
+    }
 }
 
 /// The name of one instantiation of a generic topic, made once and kept for the life of the
@@ -116,6 +126,9 @@ pub(crate) struct TopicState<T> {
     edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
     waits: Arc<TopicWaits>,
+    /// A log topic's log (`log.rs`): then every subscription reads it, and `subscribers`
+    /// stays empty.
+    log: Option<Arc<Log<T>>>,
     /// `publish_async` calls wait here for the topic's turn.
     #[cfg(feature = "tokio")]
     turn: crate::wake::Wake,
@@ -181,6 +194,7 @@ impl<T: Topic> TopicState<T> {
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
+            log: T::retention().map(|retention| Arc::new(Log::new(T::name(), retention))),
             #[cfg(feature = "tokio")]
             turn: crate::wake::Wake::default(),
             #[cfg(feature = "tracing")]
@@ -207,6 +221,11 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
+    /// The topic's log, if it keeps one.
+    pub(crate) fn log(&self) -> Option<&Arc<Log<T>>> {
+        self.log.as_ref()
+    }
+
     /// How many subscribers a publish can expect to hand its message to.
     pub(crate) fn subscriber_count(&self) -> usize {
         self.count.load(SeqCst)
@@ -217,6 +236,10 @@ impl<T: Topic> TopicState<T> {
     /// full way.
     #[inline]
     pub(crate) fn number_unheard(&self, lifecycle: &Lifecycle) -> Option<u64> {
+        // A log keeps what is published for subscriptions to come.
+        if self.log.is_some() {
+            return None;
+        }
         let _order = self.order.try_lock()?;
         // A subscribe that finished before the lock was taken is heard from; a close that
         // began is too (the state is decided under the order lock, as in `publish`).
@@ -263,6 +286,9 @@ impl<T: Topic> TopicState<T> {
         };
         if !lifecycle.accepts(publisher.is_some()) {
             return Err((payload, Refused::Closed));
+        }
+        if let Some(log) = &self.log {
+            return self.append(log, payload, wait, lifecycle, publisher);
         }
         let order = &mut *order;
         let version = self.version.load(Acquire);
@@ -319,6 +345,42 @@ impl<T: Topic> TopicState<T> {
         Ok(seq)
     }
 
+    /// Numbers `payload` and appends it to the topic's log; called under the order lock.
+    fn append(
+        &self,
+        log: &Log<T>,
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
+        let seq = self.next_seq.load(Relaxed);
+        let room_by = match wait {
+            Wait::Forever => None,
+            Wait::Until(deadline) => Some(Some(deadline)),
+            Wait::Never => Some(None),
+        };
+        let node = publisher.map(|publisher| &publisher.node);
+        let appended = log.append(
+            seq,
+            payload,
+            room_by,
+            lifecycle.stop_signal(),
+            &self.waits,
+            node,
+        );
+        match appended {
+            Ok(()) => {
+                self.next_seq.store(seq + 1, Relaxed);
+                Ok(seq)
+            }
+            Err((payload, NoRoom::Full)) => Err((payload, Refused::Full)),
+            Err((payload, NoRoom::Timeout)) => Err((payload, Refused::Timeout)),
+            Err((payload, NoRoom::Stopped)) => Err((payload, Refused::Closed)),
+            Err((payload, NoRoom::WouldDeadlock)) => Err((payload, Refused::WouldDeadlock)),
+        }
+    }
+
     /// Publishes like [`publish`](Self::publish) with [`Wait::Forever`], awaiting the topic's
     /// turn and room instead of blocking, with no lock held across an `.await`: each try is
     /// all or nothing ([`Wait::Never`]), and between tries the task waits for what stopped
@@ -334,6 +396,24 @@ impl<T: Topic> TopicState<T> {
             match self.publish(payload, Wait::Never, lifecycle, publisher.as_ref()) {
                 Err((back, Refused::Full)) => payload = back,
                 done => return done,
+            }
+            if let Some(log) = &self.log {
+                // A `Block` subscription is `capacity` behind: wait for it to move, unless
+                // that leads back to this handler.
+                let behind = log.behind();
+                let _recorded = match (&publisher, behind) {
+                    (Some(publisher), Some(behind)) => {
+                        match deadlock::record(&publisher.node, vec![behind]) {
+                            Ok(recorded) => Some(recorded),
+                            Err(deadlock::WouldDeadlock) => {
+                                return Err((payload, Refused::WouldDeadlock))
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                log.room().await;
+                continue;
             }
             let subscribers = self.subscribers.load_full();
             let full: Vec<&Arc<Outbox<T>>> = subscribers
@@ -402,6 +482,8 @@ pub(crate) trait AnyTopic: Send + Sync {
     /// How many messages were numbered, if no publish holds the order lock now. Taking the
     /// lock is what tells a closing bus that no publish is under way (see `lifecycle.rs`).
     fn quiet_published(&self) -> Option<u64>;
+    /// For a log topic: how many messages it keeps, and the oldest one's seq.
+    fn log_extent(&self) -> Option<(u64, u64)>;
     /// Takes a subscription off the list; publishes that already took the list skip it once
     /// it is retired.
     fn remove(&self, subscription: u64);
@@ -426,7 +508,14 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         Some(self.next_seq.load(Relaxed))
     }
 
+    fn log_extent(&self) -> Option<(u64, u64)> {
+        self.log.as_ref().map(|log| log.extent())
+    }
+
     fn remove(&self, subscription: u64) {
+        if let Some(log) = &self.log {
+            log.remove(subscription);
+        }
         let _edit = self.edit.lock();
         let next: Vec<_> = self
             .subscribers
@@ -441,6 +530,9 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn clear(&self) {
+        if let Some(log) = &self.log {
+            log.clear();
+        }
         let _edit = self.edit.lock();
         self.count.store(0, SeqCst);
         self.subscribers.store(Arc::new(Vec::new()));

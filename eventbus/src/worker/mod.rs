@@ -1,4 +1,5 @@
-//! Workers: each subscription's one consumer, which takes messages from its mailbox in order
+//! Workers: each subscription's one consumer, which takes messages from its mailbox (or its
+//! topic's log: [`Source`]) in order
 //! and runs the handler, retrying in place and keeping a dead letter when it gives up. Two
 //! kinds, one file each: a thread (`thread.rs`) and, with feature `tokio`, a task
 //! (`task.rs`); what they share is here.
@@ -15,6 +16,8 @@ use std::time::Duration;
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
 use crate::handler::Failure;
 use crate::lifecycle::Lifecycle;
+use crate::log::Reader;
+use crate::mailbox::Inbox;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
@@ -70,14 +73,46 @@ impl Drop for Finish<'_> {
     }
 }
 
-/// What is left in a mailbox no one will consume (after a forced close, or a dropped
+/// Where a worker takes its messages from: its mailbox, or its topic's log.
+pub(crate) enum Source<T> {
+    Mailbox(Inbox<T>),
+    Log(Reader<T>),
+}
+
+impl<T: Send + Sync + 'static> Source<T> {
+    /// The next message, waiting for one; `None` once retired and nothing more can arrive.
+    pub(crate) fn next(&mut self) -> Option<Message<T>> {
+        match self {
+            Source::Mailbox(inbox) => inbox.next(),
+            Source::Log(reader) => reader.next(),
+        }
+    }
+
+    /// The next message there now, without waiting.
+    pub(crate) fn try_next(&mut self) -> Option<Message<T>> {
+        match self {
+            Source::Mailbox(inbox) => inbox.try_next(),
+            Source::Log(reader) => reader.try_next(),
+        }
+    }
+
+    /// Whether nothing is waiting now.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Source::Mailbox(inbox) => inbox.is_empty(),
+            Source::Log(reader) => reader.is_empty(),
+        }
+    }
+}
+
+/// What is left for a consumer that will take no more (after a forced close, or a dropped
 /// stream), let go of by its consumer (not the closing thread), counted as dropped.
 pub(crate) fn abandon_rest<T>(
     core: &SubscriptionCore,
-    inbox: &crate::mailbox::Inbox<T>,
+    mut next: impl FnMut() -> Option<Message<T>>,
     why: &'static str,
 ) {
-    while let Some(message) = inbox.try_next() {
+    while let Some(message) = next() {
         Counters::bump(&core.counters.taken);
         abandon(core, message, why);
     }

@@ -65,7 +65,7 @@ async fn run<T: Send + Sync + 'static>(
         }
     }
     if lifecycle.is_stopped() {
-        abandon_rest(&core, &inbox, "forced close");
+        abandon_rest(&core, || inbox.try_next(), "forced close");
     }
     drop_quietly(handler);
     drop(inbox);

@@ -1,10 +1,12 @@
-//! The thread worker: one OS thread per subscription, blocking on its mailbox.
+//! The thread worker: one OS thread per subscription, blocking on its mailbox or its
+//! topic's log.
 
 use std::sync::Arc;
 
-use super::{abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, CURRENT};
+use super::{
+    abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT,
+};
 use crate::handler::{self, Failure};
-use crate::mailbox::Inbox;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
@@ -17,7 +19,7 @@ impl<T, F: FnMut(&Message<T>) -> Result<(), Failure> + Send + 'static> Run<T> fo
 
 /// Starts the worker's thread, named after the subscriber.
 pub(crate) fn spawn<T: Send + Sync + 'static>(
-    inbox: Inbox<T>,
+    inbox: Source<T>,
     core: Arc<SubscriptionCore>,
     context: Context,
     handler: impl Run<T>,
@@ -29,7 +31,7 @@ pub(crate) fn spawn<T: Send + Sync + 'static>(
 }
 
 fn run<T: Send + Sync + 'static>(
-    mut inbox: Inbox<T>,
+    mut inbox: Source<T>,
     core: Arc<SubscriptionCore>,
     context: Context,
     mut handler: impl Run<T>,
@@ -53,7 +55,7 @@ fn run<T: Send + Sync + 'static>(
         }
     }
     if lifecycle.is_stopped() {
-        abandon_rest(&core, &inbox, "forced close");
+        abandon_rest(&core, || inbox.try_next(), "forced close");
     }
     drop_quietly(handler);
     drop(inbox);

@@ -1,0 +1,397 @@
+//! Log topics: replay for late subscribers, the seam between history and live messages, the
+//! trim, each overflow policy as a rule for positions, and what stats show.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use eventbus::{
+    Bus, Message, Options, Overflow, Retention, Start, SubscribeError, Topic, TryPublishError,
+};
+
+#[derive(Topic, Debug)]
+#[topic(retain = 100_000)]
+struct Tick(u64);
+
+#[derive(Topic, Debug)]
+#[topic(retain = 10)]
+struct Short(u64);
+
+#[derive(Topic, Debug)]
+#[topic(retain = 100, retain_for = "1h")]
+struct Aged(#[allow(dead_code)] u64);
+
+#[derive(Topic, Debug)]
+struct Plain;
+
+/// How many messages the concurrent tests publish; `EVENTBUS_TEST_ITERATIONS` lowers it.
+fn iterations() -> u64 {
+    std::env::var("EVENTBUS_TEST_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20_000)
+}
+
+fn collect<T: Topic>(bus: &Bus, options: Options) -> (eventbus::Subscription, mpsc::Receiver<u64>) {
+    let (tx, rx) = mpsc::channel();
+    let subscription = bus.subscribe::<T>(options, move |m: &Message<T>| {
+        tx.send(m.seq()).unwrap();
+    });
+    (subscription, rx)
+}
+
+#[test]
+fn the_derive_says_what_the_log_keeps() {
+    assert_eq!(Short::retention(), Some(Retention::messages(10)));
+    assert_eq!(
+        Aged::retention(),
+        Some(Retention::messages(100).max_age(Duration::from_secs(3600)))
+    );
+    assert_eq!(Plain::retention(), None);
+}
+
+#[test]
+fn a_late_subscriber_gets_history_then_live_with_no_gap_and_no_repeat() {
+    let n = iterations();
+    let bus = Bus::builder().build();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let subscriptions = std::thread::scope(|scope| {
+        let publisher = scope.spawn(|| {
+            for i in 0..n {
+                bus.publish(Tick(i)).unwrap();
+                if i == n / 4 {
+                    ready_tx.send(()).unwrap();
+                }
+            }
+        });
+        ready_rx.recv().unwrap();
+        // Subscribed while the publisher goes on.
+        let earliest = collect::<Tick>(&bus, Options::default().start(Start::Earliest));
+        let now = collect::<Tick>(&bus, Options::default());
+        let from = collect::<Tick>(&bus, Options::default().start(Start::Seq(n / 8)));
+        publisher.join().unwrap();
+        [earliest, now, from]
+    });
+    bus.close();
+    let [earliest, now, from] = subscriptions.map(|(_, rx)| rx.try_iter().collect::<Vec<_>>());
+    assert_eq!(earliest, (0..n).collect::<Vec<_>>());
+    assert_eq!(from, (n / 8..n).collect::<Vec<_>>());
+    let first = now[0];
+    assert!(
+        first > n / 4,
+        "a `Now` subscriber starts after what was published before"
+    );
+    assert_eq!(now, (first..n).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_trimmed_seq_starts_at_the_oldest_kept_and_counts_the_gap_as_dropped() {
+    let bus = Bus::builder().build();
+    for i in 0..25 {
+        bus.publish(Short(i)).unwrap();
+    }
+    let (subscription, rx) = collect::<Short>(&bus, Options::default().start(Start::Seq(5)));
+    bus.close();
+    assert_eq!(
+        rx.try_iter().collect::<Vec<_>>(),
+        (15..25).collect::<Vec<_>>()
+    );
+    let stats = subscription.stats();
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dropped),
+        (20, 10, 10)
+    );
+    assert_eq!((stats.position, stats.lag), (Some(25), Some(0)));
+}
+
+#[test]
+fn earliest_gets_only_what_the_log_kept() {
+    let bus = Bus::builder().build();
+    for i in 0..25 {
+        bus.publish(Short(i)).unwrap();
+    }
+    let (subscription, rx) = collect::<Short>(&bus, Options::default().start(Start::Earliest));
+    bus.close();
+    assert_eq!(
+        rx.try_iter().collect::<Vec<_>>(),
+        (15..25).collect::<Vec<_>>()
+    );
+    assert_eq!(subscription.stats().dropped, 0);
+}
+
+#[test]
+fn since_starts_with_the_first_message_that_recent() {
+    let bus = Bus::builder().build();
+    for i in 0..3 {
+        bus.publish(Aged(i)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 3..6 {
+        bus.publish(Aged(i)).unwrap();
+    }
+    let since = Start::Since(Duration::from_millis(150));
+    let (_recent, recent) = collect::<Aged>(&bus, Options::default().start(since));
+    let (_all, all) = collect::<Aged>(
+        &bus,
+        Options::default().start(Start::Since(Duration::from_secs(60))),
+    );
+    bus.close();
+    assert_eq!(recent.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
+    assert_eq!(all.try_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn a_future_seq_starts_when_it_is_published() {
+    let bus = Bus::builder().build();
+    let (subscription, rx) = collect::<Short>(&bus, Options::default().start(Start::Seq(3)));
+    for i in 0..6 {
+        bus.publish(Short(i)).unwrap();
+    }
+    bus.close();
+    assert_eq!(rx.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
+    assert_eq!(subscription.stats().received, 3);
+}
+
+#[test]
+fn block_makes_publishers_wait_while_a_subscription_is_capacity_behind() {
+    let bus = Bus::builder().build();
+    let (started_tx, started) = mpsc::channel();
+    let (hold, wait) = mpsc::channel::<()>();
+    let options = Options::default().capacity(2).overflow(Overflow::Block);
+    let subscription = bus.subscribe::<Short>(options, move |m: &Message<Short>| {
+        if m.0 == 0 {
+            started_tx.send(()).unwrap();
+            let _ = wait.recv();
+        }
+    });
+    bus.publish(Short(0)).unwrap();
+    started.recv().unwrap();
+    // Its position is 0 (in its handler): 0 and 1 make it 2 behind.
+    bus.publish(Short(1)).unwrap();
+    assert!(matches!(
+        bus.try_publish(Short(2)),
+        Err(TryPublishError::Full(_))
+    ));
+    assert!(bus
+        .publish_timeout(Short(2), Duration::from_millis(20))
+        .is_err());
+    let stats = subscription.stats();
+    assert_eq!((stats.position, stats.lag), (Some(0), Some(2)));
+    drop(hold);
+    bus.publish(Short(2)).unwrap(); // waits until it moves
+    bus.close();
+    let stats = subscription.stats();
+    assert_eq!((stats.received, stats.delivered, stats.dropped), (3, 3, 0));
+}
+
+#[test]
+fn a_block_subscription_is_never_lapped() {
+    let n = iterations().min(5_000);
+    let bus = Bus::builder().build();
+    let (subscription, rx) = collect::<Short>(&bus, Options::default().capacity(1_000));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for i in 0..n {
+                bus.publish(Short(i)).unwrap();
+            }
+        });
+    });
+    bus.close();
+    assert_eq!(
+        rx.try_iter().collect::<Vec<_>>(),
+        (0..n).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        subscription.stats().capacity,
+        10,
+        "capacity is at most the log"
+    );
+}
+
+#[test]
+fn drop_oldest_loses_what_the_trim_took_and_counts_it() {
+    let bus = Bus::builder().build();
+    let (started_tx, started) = mpsc::channel();
+    let (hold, wait) = mpsc::channel::<()>();
+    let (tx, rx) = mpsc::channel();
+    let options = Options::default().overflow(Overflow::DropOldest);
+    let subscription = bus.subscribe::<Short>(options, move |m: &Message<Short>| {
+        if m.0 == 0 {
+            started_tx.send(()).unwrap();
+            let _ = wait.recv();
+        }
+        tx.send(m.0).unwrap();
+    });
+    bus.publish(Short(0)).unwrap();
+    started.recv().unwrap();
+    for i in 1..=30 {
+        bus.publish(Short(i)).unwrap(); // never waits
+    }
+    let stats = subscription.stats();
+    assert_eq!((stats.dropped, stats.queued, stats.lag), (20, 10, Some(31)));
+    drop(hold);
+    bus.close();
+    assert_eq!(
+        rx.try_iter().collect::<Vec<_>>(),
+        [0].into_iter().chain(21..=30).collect::<Vec<_>>()
+    );
+    let stats = subscription.stats();
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dropped),
+        (31, 11, 20)
+    );
+}
+
+#[test]
+fn drop_newest_is_refused_on_a_log_topic() {
+    let bus = Bus::builder().build();
+    let options = Options::default()
+        .overflow(Overflow::DropNewest)
+        .name("feed");
+    let error = bus
+        .try_subscribe::<Short>(options, |_: &Message<Short>| {})
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::DropNewestOnLog { .. }));
+    let text = error.to_string();
+    assert!(
+        text.contains("`DropNewest` has no meaning on log topic `Short`"),
+        "{text}"
+    );
+    assert!(text.contains("use `DropOldest`"), "{text}");
+    bus.close();
+}
+
+#[test]
+fn a_topic_without_a_log_starts_only_now() {
+    let bus = Bus::builder().build();
+    let options = Options::default().start(Start::Earliest);
+    let error = bus
+        .try_subscribe::<Plain>(options, |_: &Message<Plain>| {})
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::NoLog { .. }));
+    assert!(error.to_string().contains("#[topic(retain = N)]"));
+    bus.close();
+}
+
+#[test]
+fn stats_show_the_log_and_each_position() {
+    let bus = Bus::builder().build();
+    for i in 0..25 {
+        bus.publish(Short(i)).unwrap();
+    }
+    let (_sub, _rx) = collect::<Short>(&bus, Options::default().start(Start::Earliest).name("r"));
+    bus.close();
+    let stats = bus.stats();
+    let topic = stats.topics.iter().find(|t| t.name == "Short").unwrap();
+    assert_eq!(
+        (topic.published, topic.retained, topic.oldest),
+        (25, Some(10), Some(15))
+    );
+    let sub = stats.subscriptions.iter().find(|s| s.name == "r").unwrap();
+    assert_eq!(
+        (sub.position, sub.lag, sub.received),
+        (Some(25), Some(0), 10)
+    );
+    assert!(stats.to_string().contains("log of 10 from seq 15"));
+}
+
+#[test]
+fn unsubscribe_delivers_what_came_before_and_nothing_after() {
+    let bus = Bus::builder().build();
+    let (subscription, rx) = collect::<Tick>(&bus, Options::default());
+    for i in 0..100 {
+        bus.publish(Tick(i)).unwrap();
+    }
+    let stats = subscription.unsubscribe();
+    bus.publish(Tick(100)).unwrap();
+    assert_eq!(
+        rx.try_iter().collect::<Vec<_>>(),
+        (0..100).collect::<Vec<_>>()
+    );
+    assert_eq!((stats.received, stats.delivered), (100, 100));
+    bus.close();
+}
+
+#[test]
+fn retries_hold_the_position_and_dead_letters_keep_the_payload() {
+    let bus = Bus::builder().build();
+    let options = Options::default()
+        .retries(2)
+        .backoff(Duration::from_millis(1));
+    let subscription = bus.subscribe::<Short>(options, |m: &Message<Short>| {
+        if m.0 == 1 {
+            Err("no".to_string())
+        } else {
+            Ok(())
+        }
+    });
+    for i in 0..3 {
+        bus.publish(Short(i)).unwrap();
+    }
+    bus.close();
+    let stats = subscription.stats();
+    assert_eq!(
+        (stats.delivered, stats.dead_lettered, stats.retried),
+        (2, 1, 2)
+    );
+    assert_eq!(bus.dead_letters()[0].payload::<Short>().unwrap().0, 1);
+}
+
+#[test]
+fn a_forced_close_abandons_what_is_left_and_counts_it() {
+    let bus = Bus::builder().build();
+    let (started_tx, started) = mpsc::channel();
+    let subscription = bus.subscribe::<Tick>(Options::default(), move |m: &Message<Tick>| {
+        if m.0 == 0 {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    for i in 0..50 {
+        bus.publish(Tick(i)).unwrap();
+    }
+    started.recv().unwrap();
+    let report = bus.close_timeout(Duration::from_millis(20));
+    assert!(!report.completed);
+    std::thread::sleep(Duration::from_millis(400));
+    let stats = subscription.stats();
+    assert_eq!(stats.received, 50);
+    assert_eq!(stats.delivered + stats.dropped, 50, "{stats:?}");
+}
+
+mod registered {
+    use super::*;
+    use eventbus::subscriber;
+    use std::sync::Mutex;
+
+    #[derive(Topic, Debug)]
+    #[topic(retain = 50)]
+    pub(crate) struct Order(#[allow(dead_code)] pub(crate) u64);
+
+    pub(crate) static SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+    #[subscriber(start = Earliest, name = "log_topics.rebuild")]
+    fn rebuild(order: &Message<Order>) {
+        SEEN.lock().unwrap().push(order.seq());
+    }
+
+    #[test]
+    fn a_registered_subscriber_can_start_at_the_earliest() {
+        let registered = Bus::registered();
+        let me = registered
+            .iter()
+            .find(|s| s.name == "log_topics.rebuild")
+            .unwrap();
+        assert_eq!(
+            me.options.clone(),
+            Options::default()
+                .start(Start::Earliest)
+                .name("log_topics.rebuild")
+        );
+        let late = Bus::builder().registered_in(module_path!()).build();
+        for i in 0..3 {
+            late.publish(Order(i)).unwrap();
+        }
+        late.close();
+        assert_eq!(*SEEN.lock().unwrap(), [0, 1, 2]);
+    }
+}
