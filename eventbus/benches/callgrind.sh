@@ -12,6 +12,7 @@
 # messages and with N (env `N`, default 50,000). The set-up is the same, so
 #   per delivery = (Ir(N) − Ir(0)) / (N × subscribers)     (per publish with no subscriber).
 #
+# FEATURES=tokio measures with those features of eventbus on.
 # Needs valgrind (Debian package `valgrind`) and cargo; installs nothing. Outputs go to
 # $CARGO_TARGET_DIR/callgrind/ (default target/callgrind/).
 set -euo pipefail
@@ -67,7 +68,7 @@ echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --qui
 # Release code with symbols and line tables, so callgrind can name functions and files;
 # the profile in Cargo.toml is left as it is.
 build_log=$out/build.json
-CARGO_PROFILE_BENCH_DEBUG=true cargo bench -p eventbus --bench instructions --no-run \
+CARGO_PROFILE_BENCH_DEBUG=true cargo bench -p eventbus --bench instructions --no-run ${FEATURES:+--features "$FEATURES"} \
     --message-format=json-render-diagnostics >"$build_log"
 bin=$(grep '"executable":"[^"]' "$build_log" | grep '"name":"instructions"' |
     sed 's/.*"executable":"\([^"]*\)".*/\1/' | tail -n 1)
