@@ -317,6 +317,39 @@
 //! `publish` that would wait is refused with `WouldDeadlock`, and `close` begins the close
 //! and returns. Use the async forms there.
 //!
+//! # 9. Log topics and replay
+//!
+//! A topic with `#[topic(retain = N)]` (and, if you like, `retain_for = "1h"`) keeps one log,
+//! shared by its subscriptions, each with a position. A subscriber that starts late chooses
+//! where: [`Start::Earliest`], [`Start::Seq`], [`Start::Since`] (or [`Start::Now`], the
+//! default). It gets the kept history in order, then the live messages, with no gap and no
+//! repeat at the seam. On a log topic `Block` makes publishers wait while a subscription is
+//! `capacity` messages behind, `DropOldest` loses (and counts) what the trim takes from a
+//! subscription that fell behind, and `DropNewest` is refused.
+//!
+//! ```
+//! use eventbus::{Bus, Message, Options, Start, Topic};
+//!
+//! #[derive(Topic)]
+//! #[topic(retain = 1_000)]
+//! struct OrderPlaced { id: u64 }
+//!
+//! let bus = Bus::builder().build();
+//! for id in 0..3 {
+//!     bus.publish(OrderPlaced { id }).unwrap(); // no subscriber yet: kept in the log
+//! }
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! let report = bus.subscribe::<OrderPlaced>(
+//!     Options::default().start(Start::Earliest),
+//!     move |m: &Message<OrderPlaced>| tx.send((m.seq(), m.id)).unwrap(),
+//! );
+//! bus.publish(OrderPlaced { id: 3 }).unwrap();
+//! report.unsubscribe();
+//! assert_eq!(rx.try_iter().collect::<Vec<_>>(), [(0, 0), (1, 1), (2, 2), (3, 3)]);
+//! ```
+//!
+//! `examples/replay.rs` is a report service that starts late and rebuilds from the log.
+//!
 //! # Features
 //!
 //! - `tokio`: async subscribers (tokio tasks), `publish_async`, `close_async`, streams
