@@ -26,7 +26,11 @@ fn main() {
     let bus = Bus::builder().build();
     // The shop has been running for a while before the report service starts.
     for id in 0..300 {
-        bus.publish(OrderPlaced { id, cents: 1_000 + id }).unwrap();
+        bus.publish(OrderPlaced {
+            id,
+            cents: 1_000 + id,
+        })
+        .unwrap();
     }
     let report = Arc::new(Mutex::new(Report::default()));
     let totals = Arc::clone(&report);
@@ -43,7 +47,11 @@ fn main() {
     );
     // The shop goes on while the report catches up.
     for id in 300..500 {
-        bus.publish(OrderPlaced { id, cents: 1_000 + id }).unwrap();
+        bus.publish(OrderPlaced {
+            id,
+            cents: 1_000 + id,
+        })
+        .unwrap();
     }
     let stats = subscription.unsubscribe();
     bus.close();
