@@ -184,7 +184,7 @@ impl Engine {
                 name: subscription_name(&options, self.next_subscription.load(Relaxed)),
             });
         };
-        self.subscribe_with(options, Consumer::Worker, move |source, core, context| {
+        self.subscribe_with(options, Consumer::Task, move |source, core, context| {
             worker::task::spawn(&runtime, mailbox_of(source), core, context, handler);
             Ok(())
         })
@@ -344,7 +344,9 @@ impl Engine {
             }
             core
         } else {
-            let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), |retirer| {
+            // A task's mailbox announces every arrival (see `mailbox.rs`).
+            let by_task = consumer != Consumer::Worker;
+            let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), by_task, |retirer| {
                 SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
             });
             let core = Arc::clone(&outbox.core);

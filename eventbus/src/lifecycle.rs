@@ -374,7 +374,7 @@ impl Lifecycle {
             }
             // A forced stop announces itself fenced: no wake-up is missed.
             self.stop_wake
-                .wait_unless(until - now, || self.is_stopped())
+                .wait_unless(Some(until - now), || self.is_stopped())
                 .await;
         }
     }

@@ -347,7 +347,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     #[cfg(feature = "tokio")]
     pub(crate) async fn room(&self) {
         let backstop = crate::wake::BACKSTOP;
-        self.room.wait_unless(backstop, || false).await;
+        self.room.wait_unless(Some(backstop), || false).await;
     }
 }
 

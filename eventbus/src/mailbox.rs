@@ -173,6 +173,7 @@ enum Phase {
 pub(crate) fn mailbox<T>(
     capacity: usize,
     handouts: Handouts,
+    by_task: bool,
     core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
 ) -> (Outbox<T>, Inbox<T>)
 where
@@ -180,6 +181,10 @@ where
 {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
     let flags = Arc::new(Flags::default());
+    #[cfg(feature = "tokio")]
+    flags.by_task.store(by_task, Relaxed);
+    #[cfg(not(feature = "tokio"))]
+    let _ = by_task;
     let retirer = Retirer {
         tx: tx.clone(),
         flags: Arc::clone(&flags),
@@ -254,7 +259,7 @@ impl<T: 'static> Outbox<T> {
         let backstop = crate::wake::BACKSTOP;
         self.flags
             .room
-            .wait_unless(backstop, || !self.would_block())
+            .wait_unless(Some(backstop), || !self.would_block())
             .await;
     }
 
@@ -448,7 +453,6 @@ impl<T> Inbox<T> {
     /// a consumer that is a task. Cancel-safe: a message is taken only when it is returned.
     #[cfg(feature = "tokio")]
     pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
-        self.flags.by_task.store(true, Relaxed);
         loop {
             match self.phase {
                 Phase::Open => {
@@ -463,8 +467,10 @@ impl<T> Inbox<T> {
                         Err(TryRecvError::Empty) => {
                             let (rx, flags) = (&self.rx, &self.flags);
                             let ready = || !rx.is_empty() || flags.shut.load(Acquire);
-                            // Every arrival is announced fenced: no wake-up is missed.
-                            self.flags.arrived.wait_unless(RECHECK * 1000, ready).await;
+                            // A task's mailbox announces every arrival, fenced (`by_task`
+                            // is set before any publisher can see the mailbox): no wake-up
+                            // is missed, so no timer is needed.
+                            self.flags.arrived.wait_unless(None, ready).await;
                         }
                     }
                 }

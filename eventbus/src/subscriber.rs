@@ -30,8 +30,11 @@ pub(crate) trait Retire: Send + Sync {
 /// Who consumes a subscription's mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Consumer {
-    /// A worker of the bus's (a thread or a task), which a close waits for.
+    /// A thread worker of the bus's, which a close waits for.
     Worker,
+    /// A task worker of the bus's (feature `tokio`), which a close waits for.
+    #[cfg(feature = "tokio")]
+    Task,
     /// The application itself (a stream): a close waits until it has taken everything
     /// accepted, not for it to go away.
     Caller,

@@ -430,7 +430,7 @@ impl<T: Topic> TopicState<T> {
                 }
                 let backstop = crate::wake::BACKSTOP;
                 self.turn
-                    .wait_unless(backstop, || self.order.is_free())
+                    .wait_unless(Some(backstop), || self.order.is_free())
                     .await;
                 continue;
             };

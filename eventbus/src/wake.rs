@@ -48,11 +48,12 @@ impl Wake {
         }
     }
 
-    /// Waits until woken, or `max` (`BACKSTOP` where a wake-up may be missed), unless
-    /// `ready` holds once the waiter is counted.
+    /// Waits until woken, or `max` (`BACKSTOP` where a wake-up may be missed; `None` where
+    /// every waker fences, so none is missed), unless `ready` holds once the waiter is
+    /// counted.
     pub(crate) fn wait_unless<'a>(
         &'a self,
-        max: Duration,
+        max: Option<Duration>,
         ready: impl FnOnce() -> bool + 'a,
     ) -> impl Future<Output = ()> + Send + 'a {
         self.waiters.fetch_add(1, SeqCst);
@@ -61,8 +62,12 @@ impl Wake {
         let ready = ready();
         async move {
             let _counted = counted;
-            if !ready {
-                let _ = tokio::time::timeout(max, listener).await;
+            match (ready, max) {
+                (true, _) => {}
+                (false, Some(max)) => {
+                    let _ = tokio::time::timeout(max, listener).await;
+                }
+                (false, None) => listener.await,
             }
         }
     }
