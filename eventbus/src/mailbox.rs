@@ -159,6 +159,17 @@ pub(crate) struct Inbox<T> {
     phase: Phase,
 }
 
+/// What one look at the mailbox found.
+enum Step<T> {
+    Took(Message<T>),
+    /// Nothing more can arrive.
+    Done,
+    /// Open and empty: wait for a message (or the retire's signal).
+    Empty,
+    /// Retired, empty, and a publisher may still be at it: look again shortly.
+    Recheck,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Open,
@@ -407,9 +418,9 @@ impl<T> Inbox<T> {
         }
     }
 
-    /// The next message, waiting for one; `None` once the mailbox is shut and nothing more
-    /// can arrive (see the module docs).
-    pub(crate) fn next(&mut self) -> Option<Message<T>> {
+    /// One look at the mailbox, without waiting: the phase machine both consumers share
+    /// (see the module docs).
+    fn step(&mut self) -> Step<T> {
         loop {
             match self.phase {
                 Phase::Open => {
@@ -417,10 +428,11 @@ impl<T> Inbox<T> {
                         self.phase = Phase::Shut;
                         continue;
                     }
-                    match self.rx.recv() {
-                        Ok(Some(message)) => return Some(self.took(message)),
+                    match self.rx.try_recv() {
+                        Ok(Some(message)) => return Step::Took(self.took(message)),
                         Ok(None) => self.phase = Phase::Shut,
-                        Err(_) => return None,
+                        Err(TryRecvError::Empty) => return Step::Empty,
+                        Err(TryRecvError::Disconnected) => return Step::Done,
                     }
                 }
                 Phase::Shut => {
@@ -428,16 +440,38 @@ impl<T> Inbox<T> {
                         self.phase = Phase::Settled;
                         continue;
                     }
-                    match self.rx.recv_timeout(RECHECK) {
-                        Ok(Some(message)) => return Some(self.took(message)),
-                        Ok(None) | Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => return None,
+                    match self.rx.try_recv() {
+                        Ok(Some(message)) => return Step::Took(self.took(message)),
+                        Ok(None) => {}
+                        Err(TryRecvError::Empty) => return Step::Recheck,
+                        Err(TryRecvError::Disconnected) => return Step::Done,
                     }
                 }
                 Phase::Settled => match self.rx.try_recv() {
-                    Ok(Some(message)) => return Some(self.took(message)),
+                    Ok(Some(message)) => return Step::Took(self.took(message)),
                     Ok(None) => {}
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => return Step::Done,
+                },
+            }
+        }
+    }
+
+    /// The next message, waiting for one; `None` once the mailbox is shut and nothing more
+    /// can arrive (see the module docs).
+    pub(crate) fn next(&mut self) -> Option<Message<T>> {
+        loop {
+            match self.step() {
+                Step::Took(message) => return Some(message),
+                Step::Done => return None,
+                Step::Empty => match self.rx.recv() {
+                    Ok(Some(message)) => return Some(self.took(message)),
+                    Ok(None) => self.phase = Phase::Shut,
+                    Err(_) => return None,
+                },
+                Step::Recheck => match self.rx.recv_timeout(RECHECK) {
+                    Ok(Some(message)) => return Some(self.took(message)),
+                    Ok(None) | Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return None,
                 },
             }
         }
@@ -454,43 +488,18 @@ impl<T> Inbox<T> {
     #[cfg(feature = "tokio")]
     pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
         loop {
-            match self.phase {
-                Phase::Open => {
-                    if self.flags.shut.load(Acquire) {
-                        self.phase = Phase::Shut;
-                        continue;
-                    }
-                    match self.rx.try_recv() {
-                        Ok(Some(message)) => return Some(self.took(message)),
-                        Ok(None) => self.phase = Phase::Shut,
-                        Err(TryRecvError::Disconnected) => return None,
-                        Err(TryRecvError::Empty) => {
-                            let (rx, flags) = (&self.rx, &self.flags);
-                            let ready = || !rx.is_empty() || flags.shut.load(Acquire);
-                            // A task's mailbox announces every arrival, fenced (`by_task`
-                            // is set before any publisher can see the mailbox): no wake-up
-                            // is missed, so no timer is needed.
-                            self.flags.arrived.wait_unless(None, ready).await;
-                        }
-                    }
+            match self.step() {
+                Step::Took(message) => return Some(message),
+                Step::Done => return None,
+                Step::Empty => {
+                    let (rx, flags) = (&self.rx, &self.flags);
+                    let ready = || !rx.is_empty() || flags.shut.load(Acquire);
+                    // A task's mailbox announces every arrival, fenced (`by_task` is set
+                    // before any publisher can see the mailbox): no wake-up is missed, so no
+                    // timer is needed.
+                    self.flags.arrived.wait_unless(None, ready).await;
                 }
-                Phase::Shut => {
-                    if self.handouts.none_at(self.subscription) {
-                        self.phase = Phase::Settled;
-                        continue;
-                    }
-                    match self.rx.try_recv() {
-                        Ok(Some(message)) => return Some(self.took(message)),
-                        Ok(None) => {}
-                        Err(TryRecvError::Empty) => tokio::time::sleep(RECHECK).await,
-                        Err(TryRecvError::Disconnected) => return None,
-                    }
-                }
-                Phase::Settled => match self.rx.try_recv() {
-                    Ok(Some(message)) => return Some(self.took(message)),
-                    Ok(None) => {}
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
-                },
+                Step::Recheck => tokio::time::sleep(RECHECK).await,
             }
         }
     }
