@@ -189,6 +189,14 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
             quote!(#krate::Start::Since(::core::time::Duration::from_nanos(#nanos)))
         }
     };
+    // A log topic is known only to the topic's derive, so the refusal is a `const` that the
+    // compiler evaluates with the topic's type; spanned at the policy the user wrote.
+    let refuse_drop_newest = (overflow == "DropNewest").then(|| {
+        let krate = at(krate, overflow.span());
+        quote_spanned! {overflow.span()=>
+            const _: () = #krate::__private::refuse_drop_newest_on_log::<#topic>();
+        }
+    });
     let start = format_ident!("__eventbus_start_{}", function);
     let topic_name = format_ident!("__eventbus_topic_{}", function);
     quote! {
@@ -196,6 +204,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         const _: () = {
             use #runtime #alias;
 
+            #refuse_drop_newest
             fn #topic_name() -> &'static str {
                 use #krate::__private::{TopicNameFallback as _, TopicNameOfTopic as _};
                 (&#krate::__private::TopicName::<#topic>::NEW).name()
@@ -262,6 +271,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
                 fn retention() -> ::core::option::Option<#krate::Retention> {
                     ::core::option::Option::Some(#krate::Retention::messages(#messages) #age)
                 }
+                const LOG: bool = true;
             }
         });
     if let Some(name) = &args.name {

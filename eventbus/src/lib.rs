@@ -447,6 +447,18 @@ pub mod __private {
         })
     }
 
+    /// Refuses `#[subscriber(overflow = DropNewest)]` on a log topic when the program is
+    /// compiled: evaluated in a `const`, the assertion is a compile error.
+    pub const fn refuse_drop_newest_on_log<T: Topic>() {
+        assert!(
+            !T::LOG,
+            "`overflow = DropNewest` has no meaning on a log topic: its subscriptions share one \
+             log, so a message cannot be left out for one of them; use `DropOldest` (a \
+             subscription that falls behind loses what the log trims, counted as dropped) or \
+             `Block` (publishers wait for it)"
+        );
+    }
+
     /// Starts a registered subscriber, whose handler also gets the bus.
     pub fn subscribe_registered<T, H>(
         bus: &Bus,

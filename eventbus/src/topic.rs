@@ -87,6 +87,12 @@ pub trait Topic: Send + Sync + 'static {
     fn retention() -> Option<crate::Retention> {
         None
     }
+
+    /// Whether the derive gave the topic a log, known at compile time so that
+    /// `#[subscriber(overflow = DropNewest)]` on a log topic fails to compile. The runtime
+    /// still checks [`Topic::retention`], which is the authority for a hand-written impl.
+    #[doc(hidden)]
+    const LOG: bool = false;
 }
 
 /// The name of one instantiation of a generic topic, made once and kept for the life of the
