@@ -6,11 +6,17 @@
 #   eventbus/benches/callgrind.sh                        the table
 #   eventbus/benches/callgrind.sh --annotate eventbus-1  where that scenario's instructions go
 #   eventbus/benches/callgrind.sh eventbus-1 hand-1      the table for some scenarios only
+#   eventbus/benches/callgrind.sh --publisher            the publishing thread alone, per
+#                                                        publish, log and mailbox topics
+#                                                        at 1, 4, 16 and 64 subscribers
 #
 # Every scenario (`benches/instructions.rs`) runs twice under
 # `valgrind --tool=callgrind --separate-threads=no` (all threads in one count): with 0
 # messages and with N (env `N`, default 50,000). The set-up is the same, so
 #   per delivery = (Ir(N) − Ir(0)) / (N × subscribers)     (per publish with no subscriber).
+#
+# With --publisher, `--separate-threads=yes` and only the publishing (main) thread's count:
+#   per publish = (Ir_main(N) − Ir_main(0)) / N.
 #
 # FEATURES=tokio measures with those features of eventbus on.
 # Needs valgrind (Debian package `valgrind`) and cargo; installs nothing. Outputs go to
@@ -20,6 +26,9 @@ set -euo pipefail
 N=${N:-50000}
 TOP=${TOP:-20}
 ALL=(eventbus-1 hand-1 eventbus-4 hand-4 eventbus-0 lock-0)
+PUBLISHER=(log-1 log-4 log-16 log-64 eventbus-1 eventbus-4 eventbus-16 eventbus-64)
+KNOWN=(eventbus-0 eventbus-1 eventbus-4 eventbus-16 eventbus-64 hand-1 hand-4 lock-0
+    log-1 log-4 log-16 log-64)
 
 usage() {
     sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
@@ -27,21 +36,25 @@ usage() {
 }
 
 annotate=""
+publisher=""
 scenarios=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --annotate) annotate=${2:?"--annotate needs a scenario: ${ALL[*]}"}; shift 2 ;;
+        --annotate) annotate=${2:?"--annotate needs a scenario: ${KNOWN[*]}"}; shift 2 ;;
+        --publisher) publisher=1; shift ;;
         -h|--help) usage 0 ;;
         -*) echo "unknown option $1" >&2; usage 2 ;;
         *) scenarios+=("$1"); shift ;;
     esac
 done
-[ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
+if [ ${#scenarios[@]} -eq 0 ]; then
+    if [ -n "$publisher" ]; then scenarios=("${PUBLISHER[@]}"); else scenarios=("${ALL[@]}"); fi
+fi
 [ -z "$annotate" ] || scenarios=("$annotate")
 for s in "${scenarios[@]}"; do
-    case " ${ALL[*]} " in
+    case " ${KNOWN[*]} " in
         *" $s "*) ;;
-        *) echo "unknown scenario $s; expected one of: ${ALL[*]}" >&2; exit 2 ;;
+        *) echo "unknown scenario $s; expected one of: ${KNOWN[*]}" >&2; exit 2 ;;
     esac
 done
 
@@ -79,8 +92,16 @@ subscribers() { case "$1" in *-0) echo 1 ;; *) echo "${1##*-}" ;; esac; }
 # Runs one scenario with `$2` messages under callgrind; prints its total Ir.
 measure() {
     local file=$out/callgrind.out.$1.$2
-    valgrind --tool=callgrind --separate-threads=no --callgrind-out-file="$file" \
-        --log-file="$out/valgrind.$1.$2.log" "$bin" "$1" "$2" >/dev/null
+    if [ -n "$publisher" ]; then
+        # One file per thread, `-01` the main thread: the one that publishes.
+        rm -f "$file"-*
+        valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$file" \
+            --log-file="$out/valgrind.$1.$2.log" "$bin" "$1" "$2" >/dev/null
+        file=$file-01
+    else
+        valgrind --tool=callgrind --separate-threads=no --callgrind-out-file="$file" \
+            --log-file="$out/valgrind.$1.$2.log" "$bin" "$1" "$2" >/dev/null
+    fi
     # `totals:` when present, else `summary:` (the same number for one event, Ir).
     awk '/^totals:/ { t = $2 } /^summary:/ { s = $2 } END { print (t != "" ? t : s) }' "$file"
 }
@@ -138,6 +159,20 @@ if [ -n "$annotate" ]; then
             }' "$out/annotate.$s.0.txt" "$out/annotate.$s.$N.txt"
     done
     echo
+    echo "load at end: $(uptime)"
+    exit 0
+fi
+
+if [ -n "$publisher" ]; then
+    printf "\n%-12s %14s %14s %12s\n" scenario "main Ir(0)" "main Ir(N=$N)" "per publish"
+    for s in "${scenarios[@]}"; do
+        zero=$(measure "$s" 0)
+        full=$(measure "$s" "$N")
+        printf "%-12s %14s %14s %12s\n" "$s" "$zero" "$full" \
+            "$(awk -v a="$zero" -v b="$full" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }')"
+    done
+    echo
+    echo "callgrind files: $out/callgrind.out.SCENARIO.{0,$N}-01 (the main thread)"
     echo "load at end: $(uptime)"
     exit 0
 fi

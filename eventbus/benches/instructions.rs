@@ -10,6 +10,10 @@
 //!   (capacity 1024) per subscriber carrying an `Arc` of the message, a thread each.
 //! - `eventbus-0`: publishes to a topic with no subscriber.
 //! - `lock-0`: a bare `parking_lot::Mutex` lock, increment, unlock per "publish".
+//! - `log-1`, `log-4`, `log-16`, `log-64`: the same publisher on a log topic (`retain =
+//!   1024`), its subscribers `Block` with the default capacity; `eventbus-16`,
+//!   `eventbus-64`: a mailbox topic with as many. `callgrind.sh --publisher` counts the
+//!   publishing thread alone, to show whether its cost grows with the subscribers.
 //!
 //! The set-up (bus or channels, subscriber threads, close and join) is the same whatever the
 //! count, so `Ir(N) − Ir(0)` is the cost of the `N` messages alone. Every subscriber has
@@ -29,18 +33,29 @@ use parking_lot::Mutex;
 /// The hand-made channels' capacity: the bus's default mailbox size.
 const CAP: usize = eventbus::Options::DEFAULT_CAPACITY;
 
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 12] = [
     "eventbus-0",
     "eventbus-1",
     "eventbus-4",
+    "eventbus-16",
+    "eventbus-64",
     "hand-1",
     "hand-4",
     "lock-0",
+    "log-1",
+    "log-4",
+    "log-16",
+    "log-64",
 ];
 
 /// An 8-byte message.
 #[derive(Topic)]
 struct Tick(u64);
+
+/// An 8-byte message on a log topic: one ring shared by its subscribers.
+#[derive(Topic)]
+#[topic(retain = 1024)]
+struct LogTick(u64);
 
 /// The one place the bench subscribes, so a change to `Bus::subscribe`'s signature is a
 /// one-line change here.
@@ -76,6 +91,25 @@ fn eventbus(subscribers: usize, messages: u64) {
         }
     }
     // Returns once every mailbox is empty and every worker has stopped.
+    bus.close();
+    check(&counts, messages);
+}
+
+fn log(subscribers: usize, messages: u64) {
+    let bus = Bus::builder().build();
+    let counts = counters(subscribers);
+    for count in &counts {
+        let count = count.clone();
+        bus.subscribe::<LogTick>(Options::default(), move |m: &Message<LogTick>| {
+            std::hint::black_box(&m.0);
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    for i in 0..messages {
+        if bus.publish(LogTick(i)).is_err() {
+            panic!("publish {i} refused");
+        }
+    }
     bus.close();
     check(&counts, messages);
 }
@@ -148,6 +182,12 @@ fn run(scenario: &str, messages: u64) {
         "eventbus-0" => eventbus(0, messages),
         "eventbus-1" => eventbus(1, messages),
         "eventbus-4" => eventbus(4, messages),
+        "eventbus-16" => eventbus(16, messages),
+        "eventbus-64" => eventbus(64, messages),
+        "log-1" => log(1, messages),
+        "log-4" => log(4, messages),
+        "log-16" => log(16, messages),
+        "log-64" => log(64, messages),
         "hand-1" => hand(1, messages),
         "hand-4" => hand(4, messages),
         "lock-0" => lock(messages),

@@ -72,6 +72,9 @@ const OPEN: u64 = u64::MAX;
 /// a deadline, or a cycle), besides being woken.
 const RECHECK: Duration = Duration::from_millis(5);
 
+/// How many times a worker that caught up yields before it sleeps.
+const YIELDS: u32 = 3;
+
 /// The most references a `Block` worker takes out of the ring at once.
 const BATCH: usize = 64;
 
@@ -193,9 +196,15 @@ impl<T: Send + Sync + 'static> Log<T> {
             None => unreachable!("`shared` hands out at least one reference"),
         };
         let now = Instant::now();
+        // A full ring trims one message per append: held on the stack, so that the append
+        // allocates nothing but the message. `trimmed` allocates only for an age trim.
+        let mut lapped = None;
         let mut trimmed = Vec::new();
         while ring.entries.len() >= self.retention.messages {
-            trimmed.extend(ring.entries.pop_front());
+            match lapped {
+                None => lapped = ring.entries.pop_front(),
+                Some(_) => trimmed.extend(ring.entries.pop_front()),
+            }
         }
         ring.entries.push_back((now, message));
         self.tail.store(seq + 1, Release);
@@ -207,6 +216,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         }
         drop(ring);
         // User code (the payloads' `Drop`), run with the ring lock let go.
+        drop(lapped);
         drop(trimmed);
         Ok(())
     }
@@ -512,10 +522,25 @@ impl<T: Send + Sync + 'static> Reader<T> {
         if self.batch.is_empty() {
             let log = Arc::clone(&self.log);
             let mut ring = log.ring.lock();
+            let mut yields = 0;
             while !self.fill(&mut ring) {
                 let ended = self.cursor.end.load(Acquire) != OPEN;
                 if !wait || ended || stopped(&self.stop) {
                     return None;
+                }
+                // A worker that caught up gives the publisher a few turns before it sleeps
+                // (as crossbeam's receivers snooze): a sleeping worker must be woken by the
+                // next append, and waking many is the one part of an append that grows with
+                // the number of subscribers.
+                if yields < YIELDS {
+                    yields += 1;
+                    let read = self.cursor.read.load(Relaxed);
+                    MutexGuard::unlocked(&mut ring, || {
+                        if log.tail.load(Acquire) <= read {
+                            std::thread::yield_now();
+                        }
+                    });
+                    continue;
                 }
                 ring.sleepers += 1;
                 log.arrived.wait(&mut ring);
