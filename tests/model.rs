@@ -4,6 +4,10 @@
 //!
 //! With feature `tokio`, a subscriber is as often an async one (a task worker) as a thread.
 //!
+//! The last topic is a log topic (`#[topic(retain = LOG_RETAIN)]`): its subscribers read one
+//! shared log, `DropNewest` becomes `DropOldest` there (it is refused on a log), and a
+//! stalled `DropOldest` subscriber keeps what the log keeps, not what its capacity says.
+//!
 //! `EVENTBUS_MODEL_CASES` sets the number of programs (default 256).
 
 mod support;
@@ -21,7 +25,35 @@ struct Ev<const T: usize> {
     value: u64,
 }
 
-const TOPICS: usize = 2;
+/// How many messages the log topic keeps.
+const LOG_RETAIN: usize = 6;
+
+#[derive(Topic, Debug)]
+#[topic(retain = 6)]
+struct LogEv {
+    value: u64,
+}
+
+/// A topic of the model: its message's value.
+trait Valued: Topic {
+    fn value(&self) -> u64;
+}
+
+impl<const T: usize> Valued for Ev<T> {
+    fn value(&self) -> u64 {
+        self.value
+    }
+}
+
+impl Valued for LogEv {
+    fn value(&self) -> u64 {
+        self.value
+    }
+}
+
+/// Topics 0 and 1 are mailbox topics, `LOG` the log topic.
+const TOPICS: usize = 3;
+const LOG: usize = 2;
 
 /// Messages whose value is 3 mod 7 always fail; 5 mod 11 always panic.
 fn fails(value: u64) -> bool {
@@ -97,13 +129,13 @@ struct Probe {
     stall: Mutex<Option<(Signal, Latch)>>,
 }
 
-fn handler<const T: usize>(probe: Arc<Probe>) -> impl FnMut(&Message<Ev<T>>) -> Result<(), String> {
-    move |m: &Message<Ev<T>>| {
+fn handler<E: Valued>(probe: Arc<Probe>) -> impl FnMut(&Message<E>) -> Result<(), String> {
+    move |m: &Message<E>| {
         let first = {
             let mut seen = probe.seen.lock().unwrap();
             let first = seen.last().map(|last| last.0) != Some(m.seq());
             if first {
-                seen.push((m.seq(), m.value));
+                seen.push((m.seq(), m.value()));
             }
             first
         };
@@ -114,11 +146,11 @@ fn handler<const T: usize>(probe: Arc<Probe>) -> impl FnMut(&Message<Ev<T>>) -> 
                 release.wait();
             }
         }
-        if m.value % 11 == 5 {
-            panic!("boom {}", m.value);
+        if m.value() % 11 == 5 {
+            panic!("boom {}", m.value());
         }
-        if m.value % 7 == 3 {
-            return Err(format!("fail {}", m.value));
+        if m.value() % 7 == 3 {
+            return Err(format!("fail {}", m.value()));
         }
         Ok(())
     }
@@ -133,7 +165,7 @@ type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Str
 fn async_handler<const T: usize>(
     probe: Arc<Probe>,
 ) -> impl FnMut(Message<Ev<T>>) -> Attempt + Send + 'static {
-    let mut handler = handler::<T>(probe);
+    let mut handler = handler::<Ev<T>>(probe);
     move |m: Message<Ev<T>>| {
         let outcome = tokio::task::block_in_place(|| handler(&m));
         Box::pin(async move {
@@ -163,6 +195,16 @@ struct Sub {
 }
 
 impl Sub {
+    /// How many of the messages published while it was stalled it gets: its mailbox's, or
+    /// on the log what the log keeps.
+    fn keeps(&self) -> usize {
+        if self.topic == LOG {
+            LOG_RETAIN
+        } else {
+            self.capacity
+        }
+    }
+
     fn live(&self) -> bool {
         self.handle.is_some()
     }
@@ -200,7 +242,8 @@ impl World {
                         while value < first_value + count {
                             let seq = match topic {
                                 0 => bus.publish(Ev::<0> { value }).map_err(|e| e.to_string()),
-                                _ => bus.publish(Ev::<1> { value }).map_err(|e| e.to_string()),
+                                1 => bus.publish(Ev::<1> { value }).map_err(|e| e.to_string()),
+                                _ => bus.publish(LogEv { value }).map_err(|e| e.to_string()),
                             }
                             .unwrap();
                             out.push((seq, value));
@@ -258,6 +301,13 @@ impl World {
             } => {
                 let name = format!("s{}", self.subs.len());
                 let probe = Arc::new(Probe::default());
+                // On the log: no `DropNewest`, no async subscriber, `Block` capacity within
+                // what the log keeps.
+                let (overflow, capacity, task) = match (topic, overflow) {
+                    (LOG, Overflow::DropNewest) => (Overflow::DropOldest, capacity, false),
+                    (LOG, overflow) => (overflow, capacity.min(LOG_RETAIN), false),
+                    _ => (overflow, capacity, task),
+                };
                 let options = Options::default()
                     .name(name.clone())
                     .capacity(capacity)
@@ -275,10 +325,13 @@ impl World {
                         .subscribe_async(options, async_handler::<1>(probe.clone())),
                     (0, _) => self
                         .bus
-                        .subscribe::<Ev<0>>(options, handler::<0>(probe.clone())),
+                        .subscribe::<Ev<0>>(options, handler::<Ev<0>>(probe.clone())),
+                    (1, _) => self
+                        .bus
+                        .subscribe::<Ev<1>>(options, handler::<Ev<1>>(probe.clone())),
                     _ => self
                         .bus
-                        .subscribe::<Ev<1>>(options, handler::<1>(probe.clone())),
+                        .subscribe::<LogEv>(options, handler::<LogEv>(probe.clone())),
                 };
                 self.subs.push(Sub {
                     name,
@@ -347,7 +400,7 @@ impl World {
                     let sub = &mut self.subs[i];
                     let (latch, from) = sub.stalled.take().unwrap();
                     let window = (from, self.next_seq[sub.topic]);
-                    let held = ((window.1 - window.0) as usize).min(sub.capacity) as u64;
+                    let held = ((window.1 - window.0) as usize).min(sub.keeps()) as u64;
                     let unfinished = report
                         .subscriptions
                         .iter()
@@ -422,7 +475,7 @@ impl World {
             };
             for &(from, to) in &sub.windows {
                 let all: Vec<u64> = (from..to).collect();
-                let keep = all.len().min(sub.capacity);
+                let keep = all.len().min(sub.keeps());
                 let expected = match sub.overflow {
                     Overflow::DropNewest => all[..keep].to_vec(),
                     _ => all[all.len() - keep..].to_vec(),
