@@ -54,6 +54,9 @@ pub(crate) struct SubscriptionCore {
     delivery: Box<dyn Retire>,
     /// Set by the worker as the very last thing it does.
     finished: AtomicBool,
+    /// Its index in the lifecycle's running list while it is there, so that a worker's
+    /// finish takes it out in one step (`lifecycle.rs`; written under that list's lock).
+    pub(crate) running_at: std::sync::atomic::AtomicUsize,
 }
 
 impl SubscriptionCore {
@@ -75,6 +78,7 @@ impl SubscriptionCore {
             node: WaitNode::new(id),
             delivery,
             finished: AtomicBool::new(false),
+            running_at: std::sync::atomic::AtomicUsize::new(usize::MAX),
         }
     }
 

@@ -119,7 +119,7 @@ pub(crate) struct TopicState<T> {
     /// every subscriber sees the same order whatever number of threads publish.
     order: Arc<Mutex<Order<T>>>,
     /// The mailboxes, copy-on-write.
-    subscribers: ArcSwap<Vec<Arc<Outbox<T>>>>,
+    subscribers: ArcSwap<Subscribers<T>>,
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
     version: AtomicU64,
@@ -149,8 +149,76 @@ pub(crate) struct TopicState<T> {
 /// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
 /// `version`.
 pub(crate) struct Order<T> {
-    subscribers: Arc<Vec<Arc<Outbox<T>>>>,
+    subscribers: Arc<Subscribers<T>>,
     version: u64,
+}
+
+/// How many mailboxes a chunk of the subscriber list holds.
+const CHUNK: usize = 64;
+
+/// A topic's mailboxes in chunks of [`CHUNK`], so that a change copies one chunk and the
+/// chunks' pointers instead of the whole list: a hundred thousand subscribes would otherwise
+/// copy five billion pointers.
+pub(crate) struct Subscribers<T> {
+    chunks: Vec<Arc<Vec<Arc<Outbox<T>>>>>,
+    len: usize,
+}
+
+impl<T> Subscribers<T> {
+    fn new() -> Self {
+        Subscribers {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Arc<Outbox<T>>> + '_ {
+        self.chunks.iter().flat_map(|chunk| chunk.iter())
+    }
+
+    /// This list and `outbox` at its end.
+    fn with(&self, outbox: Arc<Outbox<T>>) -> Self {
+        let mut chunks = self.chunks.clone();
+        match chunks.last_mut() {
+            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(outbox),
+            _ => chunks.push(Arc::new(vec![outbox])),
+        }
+        Subscribers {
+            chunks,
+            len: self.len + 1,
+        }
+    }
+
+    /// This list without subscription `id`'s mailbox.
+    fn without(&self, id: u64) -> Self {
+        let mut chunks = self.chunks.clone();
+        let mut len = self.len;
+        if let Some(at) = chunks
+            .iter()
+            .position(|chunk| chunk.iter().any(|outbox| outbox.core.id == id))
+        {
+            let chunk: Vec<_> = chunks[at]
+                .iter()
+                .filter(|outbox| outbox.core.id != id)
+                .cloned()
+                .collect();
+            len -= chunks[at].len() - chunk.len();
+            if chunk.is_empty() {
+                chunks.remove(at);
+            } else {
+                chunks[at] = Arc::new(chunk);
+            }
+        }
+        Subscribers { chunks, len }
+    }
 }
 
 impl<T: Send + Sync> OrderLock for Mutex<Order<T>> {
@@ -191,11 +259,11 @@ impl<T: Topic> TopicState<T> {
         TopicState {
             name: T::name(),
             order: Arc::new(Mutex::new(Order {
-                subscribers: Arc::new(Vec::new()),
+                subscribers: Arc::new(Subscribers::new()),
                 version: 0,
             })),
             version: AtomicU64::new(0),
-            subscribers: ArcSwap::from_pointee(Vec::new()),
+            subscribers: ArcSwap::from_pointee(Subscribers::new()),
             next_seq: AtomicU64::new(0),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
@@ -343,10 +411,14 @@ impl<T: Topic> TopicState<T> {
             return Ok(seq);
         }
         // One reference per mailbox, made at once (see `shared.rs`).
-        let references = shared(Envelope::new(seq, self.name, payload), subscribers.len());
-        for (outbox, message) in subscribers.iter().zip(references.map(Message::new)) {
-            // Every outcome is counted on the subscription (see `Offer`).
-            let _: Offer = outbox.offer(message, stop, &self.waits);
+        let mut references =
+            shared(Envelope::new(seq, self.name, payload), subscribers.len()).map(Message::new);
+        // Loops over the chunks, not `iter()`'s flattened iterator: that costs a publish more.
+        for chunk in &subscribers.chunks {
+            for (outbox, message) in chunk.iter().zip(&mut references) {
+                // Every outcome is counted on the subscription (see `Offer`).
+                let _: Offer = outbox.offer(message, stop, &self.waits);
+            }
         }
         Ok(seq)
     }
@@ -460,8 +532,7 @@ impl<T: Topic> TopicState<T> {
         #[cfg(feature = "tracing")]
         self.heard.store(true, Relaxed);
         let _edit = self.edit.lock();
-        let mut next = Vec::clone(&self.subscribers.load());
-        next.push(outbox);
+        let next = self.subscribers.load().with(outbox);
         self.count.store(next.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
@@ -523,13 +594,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
             log.remove(subscription);
         }
         let _edit = self.edit.lock();
-        let next: Vec<_> = self
-            .subscribers
-            .load()
-            .iter()
-            .filter(|outbox| outbox.core.id != subscription)
-            .cloned()
-            .collect();
+        let next = self.subscribers.load().without(subscription);
         self.count.store(next.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
@@ -541,7 +606,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         }
         let _edit = self.edit.lock();
         self.count.store(0, SeqCst);
-        self.subscribers.store(Arc::new(Vec::new()));
+        self.subscribers.store(Arc::new(Subscribers::new()));
         self.version.fetch_add(1, Release);
     }
 }
