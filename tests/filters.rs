@@ -137,18 +137,51 @@ fn subscriber_filter_names_a_function() {
 struct Logged(u64);
 
 #[test]
-fn a_filter_on_a_log_topic_is_refused_at_subscribe_for_now() {
+fn a_filter_on_a_log_topic_skips_what_it_rejects_in_order_and_counts_it() {
     let bus = Bus::builder().build();
-    let error = bus
-        .try_subscribe::<Logged>(
-            Options::default().name("y").filter(|l: &Logged| l.0 > 1),
-            |_: &Message<Logged>| {},
-        )
-        .unwrap_err();
-    assert!(
-        matches!(error, SubscribeError::FilterOnLog { .. }),
-        "{error}"
+    for n in 0..6 {
+        bus.publish(Logged(n)).unwrap();
+    }
+    let seen = Seen::default();
+    let record = seen.clone();
+    // Replays the log's history through the filter, then the live messages.
+    let subscription = bus.subscribe::<Logged>(
+        Options::default()
+            .name("evens")
+            .start(eventbus::Start::Earliest)
+            .filter(|l: &Logged| l.0 % 2 == 0),
+        move |m: &Message<Logged>| record.push(m.0),
     );
-    assert!(error.to_string().contains("log topic"), "{error}");
+    for n in 6..10 {
+        bus.publish(Logged(n)).unwrap();
+    }
     bus.close();
+    assert_eq!(seen.get(), [0, 2, 4, 6, 8]);
+    let stats = subscription.stats();
+    assert_eq!((stats.filtered, stats.received, stats.delivered), (5, 5, 5));
+    assert_eq!(
+        stats.received,
+        stats.delivered + stats.dead_lettered + stats.dropped + stats.queued + stats.in_handler
+    );
+}
+
+#[test]
+fn a_panicking_filter_on_a_log_topic_drops_that_message_only() {
+    let bus = Bus::builder().build();
+    let seen = Seen::default();
+    let record = seen.clone();
+    let subscription = bus.subscribe::<Logged>(
+        Options::default().filter(|l: &Logged| {
+            assert!(l.0 != 1, "the filter panics on 1");
+            true
+        }),
+        move |m: &Message<Logged>| record.push(m.0),
+    );
+    for n in 0..3 {
+        bus.publish(Logged(n)).unwrap();
+    }
+    bus.close();
+    assert_eq!(seen.get(), [0, 2]);
+    let stats = subscription.stats();
+    assert_eq!((stats.received, stats.dropped, stats.delivered), (3, 1, 2));
 }

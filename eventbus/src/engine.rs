@@ -266,13 +266,6 @@ impl Engine {
                     topic: T::name(),
                 })
             }
-            // A filter runs at hand-out, which a log topic does not do per subscription.
-            Some(_) if options.filter.is_some() => {
-                return Err(SubscribeError::FilterOnLog {
-                    name: name.to_string(),
-                    topic: T::name(),
-                })
-            }
             Some(_) if options.overflow == Overflow::DropNewest => {
                 return Err(SubscribeError::DropNewestOnLog {
                     name: name.to_string(),
@@ -330,7 +323,9 @@ impl Engine {
         let core = if let Some(log) = typed.log() {
             let (capacity, overflow, from) = (options.capacity, options.overflow, options.start);
             let stop = self.lifecycle.stop_signal().clone();
-            let reader = crate::log::reader(log, id, capacity, overflow, stop, |retirer| {
+            let lifecycle = Arc::clone(&self.lifecycle);
+            let idle = Box::new(move || lifecycle.poke());
+            let reader = crate::log::reader(log, id, capacity, overflow, stop, idle, |retirer| {
                 SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
             });
             let core = Arc::clone(reader.core());

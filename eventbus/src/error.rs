@@ -182,13 +182,6 @@ pub enum SubscribeError {
         /// The topic's name.
         topic: &'static str,
     },
-    /// A filter on a log topic: not supported yet (its subscriptions read one shared log).
-    FilterOnLog {
-        /// The subscriber's name.
-        name: String,
-        /// The topic's name.
-        topic: &'static str,
-    },
     /// An async subscriber or a stream on a log topic: not supported yet.
     #[cfg(feature = "tokio")]
     AsyncOnLog {
@@ -255,11 +248,6 @@ impl fmt::Display for SubscribeError {
                  use `DropOldest` (a subscription that falls behind loses what the log trims, \
                  counted as dropped) or `Block` (publishers wait for it)"
             ),
-            SubscribeError::FilterOnLog { name, topic } => write!(
-                f,
-                "subscriber `{name}`: a filter cannot be put on log topic `{topic}` yet: its \
-                 subscriptions read one shared log; filter in the handler instead"
-            ),
             #[cfg(feature = "tokio")]
             SubscribeError::AsyncOnLog { name, topic } => write!(
                 f,
@@ -284,7 +272,6 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState(_)
             | SubscribeError::Filter { .. }
-            | SubscribeError::FilterOnLog { .. }
             | SubscribeError::Closed { .. }
             | SubscribeError::NoLog { .. }
             | SubscribeError::DropNewestOnLog { .. } => None,

@@ -58,6 +58,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::deadlock::{self, TopicWaits, WaitNode};
+use crate::filter::Verdict;
 use crate::message::Envelope;
 use crate::observe;
 use crate::shared::shared;
@@ -136,6 +137,8 @@ pub(crate) struct Cursor {
     read: AtomicU64,
     /// `OPEN`, or the log's end when it was retired: written under the ring lock.
     end: AtomicU64,
+    /// Messages its filter rejected, which it did not receive: written by its worker.
+    filtered: AtomicU64,
 }
 
 fn stopped(stop: &Receiver<()>) -> bool {
@@ -414,8 +417,9 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
         let oldest = self.log.oldest.load(Acquire);
         let upto = self.log.tail.load(Acquire).min(cursor.end.load(Acquire));
         let start = cursor.start.load(Acquire);
+        let filtered = cursor.filtered.load(Acquire);
         Some(LogView {
-            received: upto.saturating_sub(start),
+            received: upto.saturating_sub(start).saturating_sub(filtered),
             position,
             lag: upto.saturating_sub(position),
             lapped: oldest.min(upto).saturating_sub(read),
@@ -434,6 +438,9 @@ pub(crate) struct Reader<T> {
     /// The seq of the message last handed out: finished when the next is asked for.
     in_hand: Option<u64>,
     stop: Receiver<()>,
+    /// Called, with no lock held, when messages its filter skipped leave it with nothing to
+    /// do: a closing bus looks whether it has drained (the engine's `Lifecycle::poke`).
+    idle: Box<dyn Fn() + Send + Sync>,
 }
 
 /// A log subscription at the log's start position `start`, as its worker's end; `core` makes
@@ -445,6 +452,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
     capacity: usize,
     overflow: Overflow,
     stop: Receiver<()>,
+    idle: Box<dyn Fn() + Send + Sync>,
     core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
 ) -> Reader<T> {
     let block = (overflow == Overflow::Block).then_some(capacity as u64);
@@ -455,6 +463,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         position: AtomicU64::new(0),
         read: AtomicU64::new(0),
         end: AtomicU64::new(OPEN),
+        filtered: AtomicU64::new(0),
     });
     let retirer = Retirer {
         log: Arc::clone(log),
@@ -475,6 +484,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         },
         in_hand: None,
         stop,
+        idle,
     }
 }
 
@@ -509,16 +519,72 @@ impl<T: Send + Sync + 'static> Reader<T> {
         self.batch.is_empty() && self.cursor.read.load(Relaxed) >= upto
     }
 
+    /// Moves the position on to `seq`: everything before it is finished.
+    fn advance(&self, seq: u64) {
+        self.cursor.position.store(seq, SeqCst);
+        if self.log.publisher_waiting.load(SeqCst) {
+            let _ring = self.log.ring.lock();
+            self.log.advanced.notify_all();
+        }
+        #[cfg(feature = "tokio")]
+        self.log.room.notify();
+    }
+
+    /// Whether the subscription's filter lets `message` through. One it rejects is counted
+    /// as filtered (and not received); one it panics on, as dropped. A log hands every
+    /// message to every subscription, so a log subscription's filter runs here, on its
+    /// worker, not on the publisher's thread.
+    fn wants(&self, message: &Message<T>) -> bool {
+        let Some(filter) = &self.core.options.filter else {
+            return true;
+        };
+        match filter.verdict(message.payload()) {
+            Verdict::Accept => true,
+            Verdict::Reject => {
+                Counters::bump(&self.core.counters.filtered);
+                // Before the position moves, so `received` never reads it as unfinished.
+                Counters::bump(&self.cursor.filtered);
+                false
+            }
+            Verdict::Panicked => {
+                observe::dropped(self.log.topic, message.seq(), &self.core.name, "filter panicked");
+                Counters::bump(&self.core.counters.dropped);
+                false
+            }
+        }
+    }
+
     fn take(&mut self, wait: bool) -> Option<Message<T>> {
         if let Some(seq) = self.in_hand.take() {
-            self.cursor.position.store(seq + 1, SeqCst);
-            if self.log.publisher_waiting.load(SeqCst) {
-                let _ring = self.log.ring.lock();
-                self.log.advanced.notify_all();
-            }
-            #[cfg(feature = "tokio")]
-            self.log.room.notify();
+            self.advance(seq + 1);
         }
+        let mut skipped = false;
+        loop {
+            let message = match self.take_any(false) {
+                Some(message) => message,
+                None if !wait => return None,
+                None => {
+                    // What the filter skipped finished without the worker seeing it: a
+                    // closing bus must hear of it before this worker sleeps.
+                    if skipped {
+                        (self.idle)();
+                    }
+                    self.take_any(true)?
+                }
+            };
+            if self.wants(&message) {
+                self.in_hand = Some(message.seq());
+                return Some(message);
+            }
+            let next = message.seq() + 1;
+            drop(message);
+            self.advance(next);
+            skipped = true;
+        }
+    }
+
+    /// The next message in the log, whether the filter wants it or not.
+    fn take_any(&mut self, wait: bool) -> Option<Message<T>> {
         if self.batch.is_empty() {
             let log = Arc::clone(&self.log);
             let mut ring = log.ring.lock();
@@ -547,9 +613,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 ring.sleepers -= 1;
             }
         }
-        let message = self.batch.pop_front()?;
-        self.in_hand = Some(message.seq());
-        Some(message)
+        self.batch.pop_front()
     }
 
     /// Takes references out of the ring into `batch`, counting a lap as dropped; whether it

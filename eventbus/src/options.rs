@@ -184,6 +184,10 @@ impl Options {
     /// for it. A filter that panics does not break the publish or the other subscribers: that
     /// message is not delivered to this subscription and counts as `dropped`.
     ///
+    /// On a log topic (`#[topic(retain = N)]`) every subscription reads the one log, so there
+    /// a filter runs on the subscription's own worker as it reads, and costs the publisher
+    /// nothing; what it rejects is counted the same way.
+    ///
     /// The subscription's topic must be `T`; another is refused at subscribe.
     ///
     /// # Examples
