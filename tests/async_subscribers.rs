@@ -558,3 +558,81 @@ mod registered {
         assert!(error.to_string().contains("no tokio runtime"), "{error}");
     }
 }
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(retain = 64)]
+struct Logged(u64);
+
+/// Log topics take async subscribers and streams too: history first, then live messages,
+/// with no gap and no repeat at the seam, one order with the thread subscribers; `Block`
+/// holds the publishers to the slowest task.
+#[test]
+fn async_subscribers_and_streams_read_a_log_topic_from_its_history_on() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    for i in 0..10 {
+        bus.publish(Logged(i)).unwrap();
+    }
+    let by_task = Seen::new();
+    let record = by_task.clone();
+    bus.subscribe_async::<Logged, _, _, _>(
+        Options::default()
+            .capacity(4)
+            .start(eventbus::Start::Earliest),
+        move |m: Message<Logged>| {
+            let record = record.clone();
+            async move {
+                tokio::task::yield_now().await;
+                record.push(m.seq());
+            }
+        },
+    );
+    let mut stream = bus.stream::<Logged>(Options::default().start(eventbus::Start::Seq(5)));
+    let by_thread = Seen::new();
+    let record = by_thread.clone();
+    bus.subscribe::<Logged>(
+        Options::default().start(eventbus::Start::Earliest),
+        move |m: &Message<Logged>| record.push(m.seq()),
+    );
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..2)
+            .map(|t| {
+                let bus = bus.clone();
+                tokio::spawn(async move {
+                    for i in 0..200 {
+                        bus.publish_async(Logged(1000 * (t + 1) + i)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut streamed = Vec::new();
+        while streamed.len() < 405 {
+            streamed.push(
+                next(&mut stream)
+                    .await
+                    .expect("the stream ended early")
+                    .seq(),
+            );
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(streamed, (5..410).collect::<Vec<_>>());
+        let closer = bus.clone();
+        let close = tokio::spawn(async move { closer.close_async().await });
+        assert!(
+            next(&mut stream).await.is_none(),
+            "the stream ends at close"
+        );
+        close.await.unwrap();
+    });
+    assert_eq!(by_task.get(), (0..410).collect::<Vec<_>>());
+    assert_eq!(by_thread.get(), by_task.get());
+    for stats in bus.stats().subscriptions {
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dead_lettered + stats.dropped + stats.queued + stats.in_handler,
+            "{stats:?}"
+        );
+    }
+}

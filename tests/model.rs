@@ -162,11 +162,11 @@ type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Str
 /// The same handler for a task worker: the message by value, a future that yields once. A
 /// stall blocks in `block_in_place`, so the runtime's other tasks go on.
 #[cfg(feature = "tokio")]
-fn async_handler<const T: usize>(
+fn async_handler<E: Valued>(
     probe: Arc<Probe>,
-) -> impl FnMut(Message<Ev<T>>) -> Attempt + Send + 'static {
-    let mut handler = handler::<Ev<T>>(probe);
-    move |m: Message<Ev<T>>| {
+) -> impl FnMut(Message<E>) -> Attempt + Send + 'static {
+    let mut handler = handler::<E>(probe);
+    move |m: Message<E>| {
         let outcome = tokio::task::block_in_place(|| handler(&m));
         Box::pin(async move {
             tokio::task::yield_now().await;
@@ -301,12 +301,11 @@ impl World {
             } => {
                 let name = format!("s{}", self.subs.len());
                 let probe = Arc::new(Probe::default());
-                // On the log: no `DropNewest`, no async subscriber, `Block` capacity within
-                // what the log keeps.
-                let (overflow, capacity, task) = match (topic, overflow) {
-                    (LOG, Overflow::DropNewest) => (Overflow::DropOldest, capacity, false),
-                    (LOG, overflow) => (overflow, capacity.min(LOG_RETAIN), false),
-                    _ => (overflow, capacity, task),
+                // On the log: no `DropNewest`, and `Block` capacity within what the log keeps.
+                let (overflow, capacity) = match (topic, overflow) {
+                    (LOG, Overflow::DropNewest) => (Overflow::DropOldest, capacity),
+                    (LOG, overflow) => (overflow, capacity.min(LOG_RETAIN)),
+                    _ => (overflow, capacity),
                 };
                 let options = Options::default()
                     .name(name.clone())
@@ -318,11 +317,15 @@ impl World {
                     #[cfg(feature = "tokio")]
                     (0, true) => self
                         .bus
-                        .subscribe_async(options, async_handler::<0>(probe.clone())),
+                        .subscribe_async(options, async_handler::<Ev<0>>(probe.clone())),
+                    #[cfg(feature = "tokio")]
+                    (1, true) => self
+                        .bus
+                        .subscribe_async(options, async_handler::<Ev<1>>(probe.clone())),
                     #[cfg(feature = "tokio")]
                     (_, true) => self
                         .bus
-                        .subscribe_async(options, async_handler::<1>(probe.clone())),
+                        .subscribe_async(options, async_handler::<LogEv>(probe.clone())),
                     (0, _) => self
                         .bus
                         .subscribe::<Ev<0>>(options, handler::<Ev<0>>(probe.clone())),

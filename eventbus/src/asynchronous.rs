@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use futures_core::Stream;
 
 use crate::engine::Engine;
-use crate::mailbox::Inbox;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
 use crate::topic::Refused;
+use crate::worker::Source;
 use crate::{
     Bus, CloseReport, HandlerResult, Message, Options, PublishError, SubscribeError, Subscription,
     SubscriptionStats, Topic,
@@ -236,17 +236,17 @@ pub(crate) fn on_runtime() -> Option<tokio::runtime::RuntimeFlavor> {
 }
 
 /// A subscription as a [`Stream`] of its messages, from [`Bus::stream`].
-pub struct MessageStream<T> {
+pub struct MessageStream<T: Send + Sync + 'static> {
     engine: Arc<Engine>,
     core: Arc<SubscriptionCore>,
-    /// The mailbox, while no `next` holds it.
-    inbox: Option<Inbox<T>>,
+    /// The mailbox (or its place in the topic's log), while no `next` holds it.
+    inbox: Option<Source<T>>,
     /// The wait for the next message, holding the mailbox.
     next: Option<Pin<Box<Next<T>>>>,
     ended: bool,
 }
 
-type Next<T> = dyn Future<Output = (Inbox<T>, Option<Message<T>>)> + Send;
+type Next<T> = dyn Future<Output = (Source<T>, Option<Message<T>>)> + Send;
 
 impl<T: Send + Sync + 'static> MessageStream<T> {
     /// The subscriber's name.
@@ -261,7 +261,7 @@ impl<T: Send + Sync + 'static> MessageStream<T> {
 }
 
 // Nothing in it is pinned in place: the wait that borrows the mailbox is boxed.
-impl<T> Unpin for MessageStream<T> {}
+impl<T: Send + Sync + 'static> Unpin for MessageStream<T> {}
 
 impl<T: Send + Sync + 'static> Stream for MessageStream<T> {
     type Item = Message<T>;
@@ -307,7 +307,7 @@ impl<T: Send + Sync + 'static> Stream for MessageStream<T> {
     }
 }
 
-impl<T> Drop for MessageStream<T> {
+impl<T: Send + Sync + 'static> Drop for MessageStream<T> {
     fn drop(&mut self) {
         if self.ended {
             return;
@@ -315,14 +315,14 @@ impl<T> Drop for MessageStream<T> {
         self.engine.detach(&self.core);
         // A pending wait holds the mailbox; dropping it lets go of the mailbox too.
         self.next = None;
-        if let Some(inbox) = self.inbox.take() {
+        if let Some(mut inbox) = self.inbox.take() {
             crate::worker::abandon_rest(&self.core, || inbox.try_next(), "stream dropped");
         }
         self.engine.lifecycle.finished(&self.core);
     }
 }
 
-impl<T> std::fmt::Debug for MessageStream<T> {
+impl<T: Send + Sync + 'static> std::fmt::Debug for MessageStream<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MessageStream")
             .field("name", &self.core.name)

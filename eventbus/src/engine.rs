@@ -63,28 +63,6 @@ impl<T, F> Start<T> for F where
 {
 }
 
-/// A mailbox's end, from a source that is one: task workers and streams do not read logs
-/// (refused at subscribe).
-#[cfg(feature = "tokio")]
-fn mailbox_of<T>(source: Source<T>) -> crate::mailbox::Inbox<T> {
-    match source {
-        Source::Mailbox(inbox) => inbox,
-        Source::Log(_) => unreachable!("async subscriptions to log topics are refused"),
-    }
-}
-
-/// Refuses an async subscription (a task or a stream) to a log topic.
-#[cfg(feature = "tokio")]
-fn refuse_log<T: Topic>(options: &Options, id: u64) -> Result<(), SubscribeError> {
-    match T::retention() {
-        None => Ok(()),
-        Some(_) => Err(SubscribeError::AsyncOnLog {
-            name: subscription_name(options, id),
-            topic: T::name(),
-        }),
-    }
-}
-
 /// A subscription's name: the one given, else `subscription-N`.
 fn subscription_name(options: &Options, id: u64) -> String {
     match &options.name {
@@ -178,14 +156,13 @@ impl Engine {
         options: Options,
         handler: impl worker::task::RunAsync<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
-        refuse_log::<T>(&options, self.next_subscription.load(Relaxed))?;
         let Some(runtime) = self.runtime.get().cloned() else {
             return Err(SubscribeError::NoRuntime {
                 name: subscription_name(&options, self.next_subscription.load(Relaxed)),
             });
         };
         self.subscribe_with(options, Consumer::Task, move |source, core, context| {
-            worker::task::spawn(&runtime, mailbox_of(source), core, context, handler);
+            worker::task::spawn(&runtime, source, core, context, handler);
             Ok(())
         })
     }
@@ -195,15 +172,14 @@ impl Engine {
     pub(crate) fn subscribe_stream<T: Topic>(
         &self,
         options: Options,
-    ) -> Result<(Arc<SubscriptionCore>, crate::mailbox::Inbox<T>), SubscribeError> {
-        refuse_log::<T>(&options, self.next_subscription.load(Relaxed))?;
+    ) -> Result<(Arc<SubscriptionCore>, Source<T>), SubscribeError> {
         let mut taken = None;
         let core = self.subscribe_with(options, Consumer::Caller, |source, _, _| {
-            taken = Some(mailbox_of(source));
+            taken = Some(source);
             Ok(())
         })?;
         match taken {
-            Some(inbox) => Ok((core, inbox)),
+            Some(source) => Ok((core, source)),
             None => unreachable!("a started subscription handed its mailbox over"),
         }
     }
@@ -322,12 +298,23 @@ impl Engine {
         };
         let core = if let Some(log) = typed.log() {
             let (capacity, overflow, from) = (options.capacity, options.overflow, options.start);
-            let stop = self.lifecycle.stop_signal().clone();
             let lifecycle = Arc::clone(&self.lifecycle);
-            let idle = Box::new(move || lifecycle.poke());
-            let reader = crate::log::reader(log, id, capacity, overflow, stop, idle, |retirer| {
-                SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
-            });
+            let closing = crate::log::Closing {
+                stop: self.lifecycle.stop_signal().clone(),
+                poke: Box::new(move || lifecycle.poke()),
+            };
+            let by_task = consumer != Consumer::Worker;
+            let reader =
+                crate::log::reader(log, id, capacity, overflow, by_task, closing, |retirer| {
+                    SubscriptionCore::new(
+                        id,
+                        Arc::clone(&name),
+                        T::name(),
+                        options,
+                        consumer,
+                        retirer,
+                    )
+                });
             let core = Arc::clone(reader.core());
             self.lifecycle.started(Arc::clone(&core));
             // Joined before its worker starts, which then finds its start position set.

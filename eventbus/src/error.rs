@@ -182,14 +182,6 @@ pub enum SubscribeError {
         /// The topic's name.
         topic: &'static str,
     },
-    /// An async subscriber or a stream on a log topic: not supported yet.
-    #[cfg(feature = "tokio")]
-    AsyncOnLog {
-        /// The subscriber's name.
-        name: String,
-        /// The topic's name.
-        topic: &'static str,
-    },
     /// The operating system would not start the worker thread.
     Spawn {
         /// The subscriber's name.
@@ -248,12 +240,6 @@ impl fmt::Display for SubscribeError {
                  use `DropOldest` (a subscription that falls behind loses what the log trims, \
                  counted as dropped) or `Block` (publishers wait for it)"
             ),
-            #[cfg(feature = "tokio")]
-            SubscribeError::AsyncOnLog { name, topic } => write!(
-                f,
-                "subscriber `{name}`: async subscribers and streams cannot read log topic \
-                 `{topic}` yet; subscribe a sync handler"
-            ),
             SubscribeError::Spawn { name, source } => {
                 write!(
                     f,
@@ -276,7 +262,7 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::NoLog { .. }
             | SubscribeError::DropNewestOnLog { .. } => None,
             #[cfg(feature = "tokio")]
-            SubscribeError::NoRuntime { .. } | SubscribeError::AsyncOnLog { .. } => None,
+            SubscribeError::NoRuntime { .. } => None,
         }
     }
 }

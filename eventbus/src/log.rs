@@ -110,6 +110,14 @@ pub(crate) struct Log<T> {
     /// `publish_async` calls wait here for a `Block` subscription to move.
     #[cfg(feature = "tokio")]
     room: crate::wake::Wake,
+    /// Task workers and streams that have read everything wait here for an append or their
+    /// retire.
+    #[cfg(feature = "tokio")]
+    arrived_tasks: crate::wake::Wake,
+    /// How many readers are tasks or streams: while there are any, an append tells
+    /// `arrived_tasks`, fenced so that no waiter is missed (see `wake.rs`).
+    #[cfg(feature = "tokio")]
+    task_readers: std::sync::atomic::AtomicUsize,
 }
 
 struct Ring<T> {
@@ -163,6 +171,10 @@ impl<T: Send + Sync + 'static> Log<T> {
             publisher_waiting: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
             room: crate::wake::Wake::default(),
+            #[cfg(feature = "tokio")]
+            arrived_tasks: crate::wake::Wake::default(),
+            #[cfg(feature = "tokio")]
+            task_readers: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -218,6 +230,11 @@ impl<T: Send + Sync + 'static> Log<T> {
             self.arrived.notify_all();
         }
         drop(ring);
+        // After the ring lock: a task reader that joined before this append is counted.
+        #[cfg(feature = "tokio")]
+        if self.task_readers.load(Relaxed) > 0 {
+            self.arrived_tasks.notify_now();
+        }
         // User code (the payloads' `Drop`), run with the ring lock let go.
         drop(lapped);
         drop(trimmed);
@@ -408,6 +425,8 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
         }
         self.log.arrived.notify_all();
         self.log.advanced.notify_all();
+        #[cfg(feature = "tokio")]
+        self.log.arrived_tasks.notify_now();
     }
 
     fn log(&self) -> Option<LogView> {
@@ -427,6 +446,15 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
     }
 }
 
+#[cfg(feature = "tokio")]
+impl<T> Drop for Reader<T> {
+    fn drop(&mut self) {
+        if self.by_task {
+            self.log.task_readers.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
 /// The worker's end of a log subscription.
 pub(crate) struct Reader<T> {
     log: Arc<Log<T>>,
@@ -441,6 +469,17 @@ pub(crate) struct Reader<T> {
     /// Called, with no lock held, when messages its filter skipped leave it with nothing to
     /// do: a closing bus looks whether it has drained (the engine's `Lifecycle::poke`).
     idle: Box<dyn Fn() + Send + Sync>,
+    /// Read by a task or a stream (counted in `Log::task_readers`).
+    #[cfg(feature = "tokio")]
+    by_task: bool,
+}
+
+/// What a reader needs from its bus for closing.
+pub(crate) struct Closing {
+    /// Disconnected by a forced stop.
+    pub(crate) stop: Receiver<()>,
+    /// Tells a closing bus to look whether it has drained (`Lifecycle::poke`).
+    pub(crate) poke: Box<dyn Fn() + Send + Sync>,
 }
 
 /// A log subscription at the log's start position `start`, as its worker's end; `core` makes
@@ -451,10 +490,16 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
     id: u64,
     capacity: usize,
     overflow: Overflow,
-    stop: Receiver<()>,
-    idle: Box<dyn Fn() + Send + Sync>,
+    by_task: bool,
+    closing: Closing,
     core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
 ) -> Reader<T> {
+    #[cfg(feature = "tokio")]
+    if by_task {
+        log.task_readers.fetch_add(1, SeqCst);
+    }
+    #[cfg(not(feature = "tokio"))]
+    let _ = by_task;
     let block = (overflow == Overflow::Block).then_some(capacity as u64);
     let cursor = Arc::new(Cursor {
         node: WaitNode::new(id),
@@ -483,8 +528,10 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
             1
         },
         in_hand: None,
-        stop,
-        idle,
+        stop: closing.stop,
+        idle: closing.poke,
+        #[cfg(feature = "tokio")]
+        by_task,
     }
 }
 
@@ -502,6 +549,28 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// retire has been read. Asking for the next finishes the one before.
     pub(crate) fn next(&mut self) -> Option<Message<T>> {
         self.take(true)
+    }
+
+    /// The next message, awaiting one (a task worker's or a stream's); `None` once retired and
+    /// everything before the retire has been read. Holds no lock across an `.await`.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
+        loop {
+            if let Some(message) = self.take(false) {
+                return Some(message);
+            }
+            if self.cursor.end.load(Acquire) != OPEN && self.is_empty() {
+                return None;
+            }
+            let read = self.cursor.read.load(Relaxed);
+            let (log, cursor) = (&self.log, &self.cursor);
+            // Every append and retire tells a counted waiter, fenced: no time-out is needed.
+            log.arrived_tasks
+                .wait_unless(None, || {
+                    log.tail.load(SeqCst) > read || cursor.end.load(SeqCst) != OPEN
+                })
+                .await;
+        }
     }
 
     /// The next message already in the log, without waiting: after a forced stop.
@@ -547,7 +616,12 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 false
             }
             Verdict::Panicked => {
-                observe::dropped(self.log.topic, message.seq(), &self.core.name, "filter panicked");
+                observe::dropped(
+                    self.log.topic,
+                    message.seq(),
+                    &self.core.name,
+                    "filter panicked",
+                );
                 Counters::bump(&self.core.counters.dropped);
                 false
             }
@@ -562,7 +636,12 @@ impl<T: Send + Sync + 'static> Reader<T> {
         loop {
             let message = match self.take_any(false) {
                 Some(message) => message,
-                None if !wait => return None,
+                None if !wait => {
+                    if skipped {
+                        (self.idle)();
+                    }
+                    return None;
+                }
                 None => {
                     // What the filter skipped finished without the worker seeing it: a
                     // closing bus must hear of it before this worker sleeps.

@@ -88,6 +88,15 @@ impl<T: Send + Sync + 'static> Source<T> {
         }
     }
 
+    /// The next message, awaiting one; `None` once retired and nothing more can arrive.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
+        match self {
+            Source::Mailbox(inbox) => inbox.next_async().await,
+            Source::Log(reader) => reader.next_async().await,
+        }
+    }
+
     /// The next message there now, without waiting.
     pub(crate) fn try_next(&mut self) -> Option<Message<T>> {
         match self {

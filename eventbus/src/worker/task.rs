@@ -4,9 +4,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::{abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, CURRENT_TASK};
+use super::{
+    abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT_TASK,
+};
 use crate::handler::{self, Failure};
-use crate::mailbox::Inbox;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
 use crate::unwind::drop_quietly;
@@ -34,7 +35,7 @@ where
 /// Starts the worker's task on `runtime`.
 pub(crate) fn spawn<T: Send + Sync + 'static>(
     runtime: &tokio::runtime::Handle,
-    inbox: Inbox<T>,
+    inbox: Source<T>,
     core: Arc<SubscriptionCore>,
     context: Context,
     handler: impl RunAsync<T>,
@@ -44,7 +45,7 @@ pub(crate) fn spawn<T: Send + Sync + 'static>(
 }
 
 async fn run<T: Send + Sync + 'static>(
-    mut inbox: Inbox<T>,
+    mut inbox: Source<T>,
     core: Arc<SubscriptionCore>,
     context: Context,
     mut handler: impl RunAsync<T>,
