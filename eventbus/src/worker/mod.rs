@@ -28,30 +28,18 @@ pub(crate) mod task;
 pub(crate) mod thread;
 
 thread_local! {
-    /// The bus and subscription whose worker this thread is, if any.
+    /// The bus and subscription whose worker this thread is, if any: set for a thread
+    /// worker's life, and for a task worker while it is polled (`task.rs`), so that one
+    /// lookup answers for both.
     static CURRENT: RefCell<Option<(u64, Arc<SubscriptionCore>)>> = const { RefCell::new(None) };
-}
-
-#[cfg(feature = "tokio")]
-tokio::task_local! {
-    /// The bus and subscription whose worker this task is.
-    static CURRENT_TASK: (u64, Arc<SubscriptionCore>);
 }
 
 /// The subscription whose worker the calling thread or task is, if it is one of bus `bus`'s.
 pub(crate) fn current(bus: u64) -> Option<Arc<SubscriptionCore>> {
-    let on_thread = CURRENT.with(|current| match &*current.borrow() {
+    CURRENT.with(|current| match &*current.borrow() {
         Some((of, core)) if *of == bus => Some(Arc::clone(core)),
         _ => None,
-    });
-    #[cfg(feature = "tokio")]
-    if on_thread.is_none() {
-        return CURRENT_TASK
-            .try_with(|(of, core)| (*of == bus).then(|| Arc::clone(core)))
-            .ok()
-            .flatten();
-    }
-    on_thread
+    })
 }
 
 /// What a worker needs of its bus.

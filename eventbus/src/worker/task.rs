@@ -2,10 +2,12 @@
 //! one message at a time, in order; retries wait with the runtime's timer.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use super::{
-    abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT_TASK,
+    abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT,
 };
 use crate::handler::{self, Failure};
 use crate::stats::Counters;
@@ -40,8 +42,50 @@ pub(crate) fn spawn<T: Send + Sync + 'static>(
     context: Context,
     handler: impl RunAsync<T>,
 ) {
-    let current = (context.bus, Arc::clone(&core));
-    runtime.spawn(CURRENT_TASK.scope(current, run(inbox, core, context, handler)));
+    let current = Some((context.bus, Arc::clone(&core)));
+    runtime.spawn(AsCurrent {
+        current,
+        worker: Box::pin(run(inbox, core, context, handler)),
+    });
+}
+
+/// A task worker, its subscription the thread's `CURRENT` while it is polled (a task may
+/// move between threads, so per poll): a publish from its handler finds it with the one
+/// thread-local lookup every publish makes, where a task-local would cost every publish a
+/// second one.
+struct AsCurrent<F> {
+    /// The subscription while not polled; what the thread had while polled.
+    current: Option<(u64, Arc<SubscriptionCore>)>,
+    worker: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for AsCurrent<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let swapped = Swapped::new(&mut this.current);
+        let poll = this.worker.as_mut().poll(cx);
+        drop(swapped);
+        poll
+    }
+}
+
+/// Swaps a value with the thread's `CURRENT`, and back when dropped (a panicking poll
+/// included).
+struct Swapped<'a>(&'a mut Option<(u64, Arc<SubscriptionCore>)>);
+
+impl<'a> Swapped<'a> {
+    fn new(value: &'a mut Option<(u64, Arc<SubscriptionCore>)>) -> Self {
+        CURRENT.with(|current| std::mem::swap(&mut *current.borrow_mut(), value));
+        Swapped(value)
+    }
+}
+
+impl Drop for Swapped<'_> {
+    fn drop(&mut self) {
+        CURRENT.with(|current| std::mem::swap(&mut *current.borrow_mut(), self.0));
+    }
 }
 
 async fn run<T: Send + Sync + 'static>(
