@@ -401,7 +401,10 @@ pub use asynchronous::MessageStream;
 pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
 pub use dead_letter::DeadLetter;
-pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
+pub use error::{
+    MissingState, PublishError, PublishTimeoutError, RedeliverError, SubscribeError,
+    TryPublishError,
+};
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;
