@@ -279,6 +279,7 @@ fn redeliver_hands_the_message_back_to_its_subscriber_alone() {
     );
     let billing = billing.unsubscribe();
     let audit = audit.unsubscribe();
+    assert_eq!(audit.received, 3);
     assert_eq!(
         audit_rx.try_iter().collect::<Vec<_>>(),
         [(0, 1), (1, 2), (2, 3)],

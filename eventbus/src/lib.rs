@@ -365,6 +365,8 @@
 // The facade: what users name.
 mod builder;
 mod bus;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod registry;
 mod subscription;
 // The engine under it, and the close/drain protocol.
