@@ -365,6 +365,8 @@
 // The facade: what users name.
 mod builder;
 mod bus;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod registry;
