@@ -464,6 +464,9 @@ impl<T: Topic> TopicState<T> {
             return Err(Redelivery::Log);
         }
         let node = publisher.map(|publisher| &publisher.node);
+        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
+        #[cfg(feature = "tokio")]
+        let _turn = TurnOver(self);
         let Ok(_order) =
             deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
         else {
