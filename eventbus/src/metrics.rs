@@ -41,8 +41,9 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
 /// Starts sampling `bus`'s stats into the `metrics` recorder every `interval`.
 ///
 /// The sampler is a thread named `eventbus-metrics`. It stops when the returned handle is
-/// dropped or [`stop`](MetricsHandle::stop)ped, and by itself once the bus has closed, after
-/// one last sample, so the final numbers are recorded. It does not keep the bus open.
+/// dropped or [`stop`](MetricsHandle::stop)ped (after one last sample), and by itself at its
+/// first tick after the bus has closed (that sample, of the closed bus, is its last), so the
+/// final numbers are recorded. It does not keep the bus open.
 ///
 /// Install the recorder (the exporter) before the first sample, or the values go nowhere
 /// until it is installed: the next sample sets them all.

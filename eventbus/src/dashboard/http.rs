@@ -12,6 +12,8 @@ pub(crate) const MAX_HEAD: usize = 8 * 1024;
 pub(crate) const MAX_BODY: usize = 4 * 1024;
 /// How long a client has to send its whole request.
 pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(10);
+/// How long, at most, the rest of a refused request is read and dropped after the response.
+const LINGER: Duration = Duration::from_secs(1);
 /// How long writing a response may take.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -90,7 +92,30 @@ impl Response {
         stream.write_all(head.as_bytes())?;
         stream.write_all(&self.body)?;
         stream.flush()?;
-        stream.shutdown(std::net::Shutdown::Write)
+        stream.shutdown(std::net::Shutdown::Write)?;
+        linger(stream);
+        Ok(())
+    }
+}
+
+/// Reads and discards what the client still sends (the rest of a request refused early),
+/// for a moment: closing a socket with unread input resets the connection, and the client
+/// could lose the response before reading it.
+fn linger(stream: &mut TcpStream) {
+    let deadline = Instant::now() + LINGER;
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    while left > 0 {
+        let Some(wait) = deadline.checked_duration_since(Instant::now()) else {
+            return;
+        };
+        if wait.is_zero() || stream.set_read_timeout(Some(wait)).is_err() {
+            return;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => left = left.saturating_sub(n),
+        }
     }
 }
 
