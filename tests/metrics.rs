@@ -147,3 +147,26 @@ fn the_counters_reach_prometheus_and_are_scraped_over_http() {
     );
     assert!(body.contains("# TYPE eventbus_queued gauge"), "{body}");
 }
+
+#[derive(Topic)]
+struct Tick;
+
+/// The sampler ends by itself once the bus has closed, and does not keep it open.
+#[test]
+fn the_sampler_stops_once_the_bus_has_closed() {
+    let bus = Bus::builder().build();
+    let metrics = eventbus::metrics::install(&bus, Duration::from_millis(1));
+    bus.subscribe::<Tick>(Options::default(), |_: &Message<Tick>| {});
+    bus.publish(Tick).unwrap();
+    assert!(metrics.is_running());
+    drop(bus); // the last handle: closes the bus, though the sampler holds one of its own
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metrics.is_running() {
+        assert!(Instant::now() < deadline, "the sampler outlived its bus");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        eventbus::metrics::install(&Bus::builder().build(), Duration::ZERO).interval(),
+        eventbus::metrics::MIN_INTERVAL
+    );
+}

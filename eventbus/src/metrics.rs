@@ -127,6 +127,12 @@ impl MetricsHandle {
         self.interval
     }
 
+    /// Whether the sampler still runs: it ends by itself at its first tick after the bus
+    /// has closed.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// Stops the sampler after one last sample, and waits for it.
     pub fn stop(mut self) {
         self.halt();
