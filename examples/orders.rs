@@ -2,7 +2,8 @@
 //! that is slow, a warehouse that fails now and then, and a price feed that keeps only the
 //! latest prices. Prints the stats table and the dead letters on close.
 //!
-//! Run it with `cargo run --example orders`.
+//! Run it with `cargo run --example orders`. With `-- --dashboard` (and feature
+//! `dashboard`) it keeps trading with the live page up until Ctrl-C.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -84,6 +85,9 @@ fn show_price(tick: &PriceTick) {
 }
 
 fn main() {
+    if std::env::args().any(|arg| arg == "--dashboard") {
+        return dashboard::run();
+    }
     let bus = Bus::new();
 
     thread::scope(|scope| {
@@ -126,5 +130,56 @@ fn main() {
     }
     if letters.len() > 10 {
         println!("  ... and {} more", letters.len() - 10);
+    }
+}
+
+/// `--dashboard`: the same shop, trading at a steady pace, with the live page up until Ctrl-C.
+#[cfg(feature = "dashboard")]
+mod dashboard {
+    use super::*;
+
+    pub(super) fn run() {
+        let addr = std::env::var("EVENTBUS_DASHBOARD_ADDR").unwrap_or("127.0.0.1:9000".into());
+        let bus = Bus::new();
+        let page = match eventbus::dashboard::serve(&bus, addr.as_str()) {
+            Ok(page) => page,
+            Err(error) => {
+                eprintln!(
+                    "cannot serve the dashboard on {addr}: {error} (set EVENTBUS_DASHBOARD_ADDR)"
+                );
+                std::process::exit(1);
+            }
+        };
+        println!("dashboard at {} — Ctrl-C to stop", page.url());
+        for n in 0u64.. {
+            let id = 10_000 + n;
+            let items = u32::try_from((id * 7) % 12).unwrap_or(0);
+            bus.publish(OrderPlaced {
+                id,
+                customer: n % 17,
+                items,
+            })
+            .expect("the bus is open");
+            for cents in 0..20 {
+                bus.publish(PriceTick {
+                    symbol: "ACME",
+                    cents: 10_000 + (n * 20 + cents) % 500,
+                })
+                .expect("the bus is open");
+            }
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+/// `--dashboard` without the feature: says how to get it.
+#[cfg(not(feature = "dashboard"))]
+mod dashboard {
+    pub(super) fn run() {
+        eprintln!(
+            "--dashboard needs feature `dashboard`: \
+             cargo run -p eventbus --example orders --features dashboard -- --dashboard"
+        );
+        std::process::exit(2);
     }
 }

@@ -228,3 +228,121 @@ fn an_error_that_is_only_text_or_not_send_has_no_source() {
         assert!(Error::source(letter).is_none(), "{name}");
     }
 }
+
+/// A dead letter's message goes back to the subscriber that gave up on it, and to no one
+/// else; the letter leaves the store; a second redelivery of it finds nothing.
+#[test]
+fn redeliver_hands_the_message_back_to_its_subscriber_alone() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let bus = Bus::builder().build();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let (billing_tx, billing_rx) = std::sync::mpsc::channel();
+    let (audit_tx, audit_rx) = std::sync::mpsc::channel();
+    let billing = {
+        let fixed = Arc::clone(&fixed);
+        bus.subscribe::<Charge>(
+            Options::default().name("billing"),
+            move |m: &Message<Charge>| {
+                if !fixed.load(Ordering::SeqCst) && m.account == 2 {
+                    return Err("frozen");
+                }
+                billing_tx.send((m.seq(), m.account)).unwrap();
+                Ok(())
+            },
+        )
+    };
+    let audit = bus.subscribe::<Charge>(
+        Options::default().name("audit"),
+        move |m: &Message<Charge>| audit_tx.send((m.seq(), m.account)).unwrap(),
+    );
+    for account in 1..=3 {
+        bus.publish(Charge { account, cents: 10 }).unwrap();
+    }
+    assert_eq!(billing_rx.recv().unwrap(), (0, 1));
+    assert_eq!(billing_rx.recv().unwrap(), (2, 3));
+    let letter = bus.dead_letters().remove(0);
+    assert_eq!((letter.seq(), letter.subscriber()), (1, "billing"));
+
+    fixed.store(true, Ordering::SeqCst);
+    bus.redeliver(&letter).unwrap();
+    assert_eq!(
+        billing_rx.recv().unwrap(),
+        (1, 2),
+        "the same message, its seq kept"
+    );
+    assert!(bus.dead_letters().is_empty());
+    assert_eq!(
+        bus.redeliver(&letter),
+        Err(eventbus::RedeliverError::NotFound)
+    );
+    let billing = billing.unsubscribe();
+    let audit = audit.unsubscribe();
+    assert_eq!(audit.received, 3);
+    assert_eq!(
+        audit_rx.try_iter().collect::<Vec<_>>(),
+        [(0, 1), (1, 2), (2, 3)],
+        "the other subscriber saw each message once"
+    );
+    assert_eq!(
+        (billing.received, billing.delivered, billing.dead_lettered),
+        (4, 3, 1)
+    );
+    assert_eq!(
+        bus.stats().topics[0].published,
+        3,
+        "nothing was published again"
+    );
+}
+
+/// A refused redelivery leaves the letter in its place, and says why.
+#[test]
+fn a_refused_redelivery_keeps_the_letter_and_says_why() {
+    #[derive(Topic, Debug)]
+    #[topic(retain = 10)]
+    struct Logged(u32);
+
+    let bus = Bus::builder().build();
+    let billing = bus
+        .subscribe::<Charge>(Options::default().name("billing"), |_: &Message<Charge>| {
+            Err::<(), _>("no")
+        });
+    for account in 0..3 {
+        bus.publish(Charge { account, cents: 1 }).unwrap();
+    }
+    billing.unsubscribe();
+    let letters = bus.dead_letters();
+    let error = bus.redeliver(&letters[1]).unwrap_err();
+    assert_eq!(
+        error,
+        eventbus::RedeliverError::Unsubscribed {
+            subscriber: "billing".into(),
+            topic: "Charge"
+        }
+    );
+    assert!(
+        error.to_string().contains("no longer subscribed"),
+        "{error}"
+    );
+    let seqs: Vec<_> = bus.dead_letters().iter().map(|l| l.seq()).collect();
+    assert_eq!(seqs, [0, 1, 2], "the letter is back in its place");
+
+    let log = bus.subscribe::<Logged>(Options::default().name("reader"), |_: &Message<Logged>| {
+        Err::<(), _>("no")
+    });
+    bus.publish(Logged(1)).unwrap();
+    log.unsubscribe();
+    let letter = bus.dead_letters().pop().unwrap();
+    assert_eq!(letter.payload::<Logged>().map(|l| l.0), Some(1));
+    assert_eq!(
+        bus.redeliver(&letter),
+        Err(eventbus::RedeliverError::LogTopic { topic: "Logged" })
+    );
+    bus.close();
+    assert_eq!(
+        bus.redeliver(&letters[0]),
+        Err(eventbus::RedeliverError::Closed)
+    );
+    assert_eq!(bus.dead_letters().len(), 4);
+}

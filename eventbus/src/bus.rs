@@ -12,7 +12,8 @@ use crate::state::States;
 use crate::topic::{Refused, Wait};
 use crate::{
     BusBuilder, BusStats, CloseReport, DeadLetter, Handler, Message, Options, PublishError,
-    PublishTimeoutError, State, SubscribeError, Subscription, Topic, TryPublishError,
+    PublishTimeoutError, RedeliverError, State, SubscribeError, Subscription, Topic,
+    TryPublishError,
 };
 
 /// A handle to an event bus.
@@ -382,6 +383,63 @@ impl Bus {
     /// Takes the dead letters out of the store, oldest first (to republish them, say).
     pub fn take_dead_letters(&self) -> Vec<DeadLetter> {
         self.engine.dead_letters.take()
+    }
+
+    /// Hands a dead letter's message back to the subscriber that gave up on it (that one
+    /// alone: the topic's other subscribers had it already), and takes the letter out of the
+    /// store: a retry from the dead set, as Sidekiq's. The message is the same one, with its
+    /// seq: it is not published again, so the topic's `published` does not move, its other
+    /// subscribers do not see it, and its subscriber may see it after later messages (the
+    /// seq tells). That subscription counts it `received` once more, and it ends as any
+    /// message does: delivered, or a dead letter again. Use it once the cause is fixed.
+    ///
+    /// It never waits: for room in a full `Block` mailbox it says `Full`.
+    ///
+    /// # Errors
+    ///
+    /// [`RedeliverError`]: the letter is no longer in the store (`NotFound`), its subscriber
+    /// has been unsubscribed, its mailbox is full, its topic keeps a log (whose subscriptions
+    /// cannot be sent a message alone), or the bus is closed. But for `NotFound`, the letter
+    /// stays in the store, in its place.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Charge(u32);
+    ///
+    /// let bus = Bus::builder().build();
+    /// let fixed = Arc::new(AtomicBool::new(false));
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let billing = {
+    ///     let fixed = Arc::clone(&fixed);
+    ///     bus.subscribe::<Charge>(Options::default().name("billing"), move |m: &Message<Charge>| {
+    ///         if !fixed.load(Ordering::SeqCst) {
+    ///             return Err("card service down");
+    ///         }
+    ///         tx.send((m.seq(), m.0)).unwrap();
+    ///         Ok(())
+    ///     })
+    /// };
+    /// bus.publish(Charge(30)).unwrap();
+    /// while bus.dead_letters().is_empty() {
+    ///     std::thread::yield_now();
+    /// }
+    ///
+    /// fixed.store(true, Ordering::SeqCst); // the card service is back
+    /// let letter = bus.dead_letters().remove(0);
+    /// bus.redeliver(&letter).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), (0, 30)); // the same message, seq 0
+    /// assert!(bus.dead_letters().is_empty());
+    /// let stats = billing.unsubscribe();
+    /// assert_eq!((stats.received, stats.dead_lettered, stats.delivered), (2, 1, 1));
+    /// ```
+    pub fn redeliver(&self, letter: &DeadLetter) -> Result<(), RedeliverError> {
+        self.engine.redeliver(letter)
     }
 
     /// A handle for a worker: it does not keep the bus open.

@@ -1,7 +1,11 @@
 //! Dead letters: messages a subscriber gave up on, kept with their last error, in a bounded
 //! store that counts what it had to discard; and the `on_dead_letter` hook's thread.
+//!
+//! A letter remembers which subscription gave up on it and its message's type, so the engine
+//! can hand the very message back to that subscription ([`Bus::redeliver`](crate::Bus::redeliver)):
+//! the type finds the topic, and the topic (which knows its message type) downcasts it.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -48,11 +52,16 @@ pub struct DeadLetter {
     /// The subscriber's reference to the shared `Message<T>`, kept whole so
     /// [`DeadLetter::payload`] can hand it back.
     message: Arc<dyn Any + Send + Sync>,
+    /// The subscription that gave up on it (its id on the bus): where a redelivery goes.
+    subscription: u64,
+    /// `TypeId::of::<T>()`: the bus's key for the message's topic.
+    topic_type: TypeId,
 }
 
 impl DeadLetter {
     pub(crate) fn new<T: Send + Sync + 'static>(
         message: Message<T>,
+        subscription: u64,
         subscriber: Arc<str>,
         error: Failure,
         attempts: u32,
@@ -64,7 +73,30 @@ impl DeadLetter {
             error,
             attempts,
             message: Arc::new(message),
+            subscription,
+            topic_type: TypeId::of::<T>(),
         }
+    }
+
+    /// The id of the subscription that gave up on it.
+    pub(crate) fn subscription(&self) -> u64 {
+        self.subscription
+    }
+
+    /// The key of its topic in the bus's directory.
+    pub(crate) fn topic_type(&self) -> TypeId {
+        self.topic_type
+    }
+
+    /// The `Message<T>`, without its type: the topic downcasts it.
+    pub(crate) fn any_message(&self) -> &(dyn Any + Send + Sync) {
+        &*self.message
+    }
+
+    /// Whether `other` is this letter (or a clone of it): the same message, given up on by
+    /// the same subscription.
+    pub(crate) fn is(&self, other: &DeadLetter) -> bool {
+        Arc::ptr_eq(&self.message, &other.message) && self.subscription == other.subscription
     }
 
     /// The message's topic.
@@ -280,6 +312,30 @@ impl DeadLetterStore {
 
     pub(crate) fn take(&self) -> Vec<DeadLetter> {
         self.letters.lock().kept.drain(..).collect()
+    }
+
+    /// Takes `letter` out of the store, with its place, if it is still there.
+    pub(crate) fn claim(&self, letter: &DeadLetter) -> Option<(usize, DeadLetter)> {
+        let mut letters = self.letters.lock();
+        let at = letters.kept.iter().position(|kept| kept.is(letter))?;
+        letters.kept.remove(at).map(|letter| (at, letter))
+    }
+
+    /// Puts a claimed letter back at its place (a redelivery that was refused). If the store
+    /// filled up meanwhile, the oldest makes way, counted, as for a new letter.
+    pub(crate) fn restore(&self, at: usize, letter: DeadLetter) {
+        let discarded = {
+            let mut letters = self.letters.lock();
+            let at = at.min(letters.kept.len());
+            letters.kept.insert(at, letter);
+            if letters.kept.len() > self.capacity {
+                letters.discarded += 1;
+                letters.kept.pop_front()
+            } else {
+                None
+            }
+        };
+        drop_quietly(discarded);
     }
 
     pub(crate) fn discarded(&self) -> u64 {

@@ -26,10 +26,10 @@ use crate::observe;
 use crate::state::States;
 use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 use crate::subscriber::{Consumer, SubscriptionCore};
-use crate::topic::{AnyTopic, Refused, Topic, TopicState, Wait};
+use crate::topic::{AnyTopic, Redelivery, Refused, Topic, TopicState, Wait};
 use crate::worker::thread::Run;
 use crate::worker::{self, Context, Source};
-use crate::{Options, SubscribeError};
+use crate::{DeadLetter, Options, RedeliverError, SubscribeError};
 use crate::{Overflow, Start as From};
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
@@ -366,6 +366,53 @@ impl Engine {
                 self.lifecycle.wait_until(None, Some(RECHECK), || {
                     core.is_finished() || recorded.leads_back()
                 });
+            }
+        }
+    }
+
+    /// Hands a dead letter's message back to the subscription that gave up on it, and takes
+    /// the letter out of the store. The letter is claimed first, so two redeliveries of one
+    /// letter cannot both go ahead; one that is refused puts it back in its place.
+    pub(crate) fn redeliver(&self, letter: &DeadLetter) -> Result<(), RedeliverError> {
+        let (at, letter) = self
+            .dead_letters
+            .claim(letter)
+            .ok_or(RedeliverError::NotFound)?;
+        let refused = |why| match why {
+            Redelivery::Log => RedeliverError::LogTopic {
+                topic: letter.topic(),
+            },
+            Redelivery::Unsubscribed => RedeliverError::Unsubscribed {
+                subscriber: letter.subscriber().to_owned(),
+                topic: letter.topic(),
+            },
+            Redelivery::Full => RedeliverError::Full {
+                subscriber: letter.subscriber().to_owned(),
+            },
+            Redelivery::Closed => RedeliverError::Closed,
+        };
+        let redelivered = match self.topics.find(letter.topic_type()) {
+            Some(topic) => {
+                let publisher = worker::current(self.id);
+                topic.redeliver(
+                    letter.any_message(),
+                    letter.subscription(),
+                    &self.lifecycle,
+                    publisher.as_ref(),
+                )
+            }
+            None => Err(Redelivery::Unsubscribed),
+        };
+        self.lifecycle.poke();
+        match redelivered {
+            Ok(()) => {
+                crate::unwind::drop_quietly(letter);
+                Ok(())
+            }
+            Err(why) => {
+                let error = refused(why);
+                self.dead_letters.restore(at, letter);
+                Err(error)
             }
         }
     }

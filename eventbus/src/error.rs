@@ -310,3 +310,63 @@ impl fmt::Display for MissingState {
 }
 
 impl std::error::Error for MissingState {}
+
+/// Why [`Bus::redeliver`](crate::Bus::redeliver) did not hand a dead letter back to its
+/// subscriber. The letter stays in the store (except for `NotFound`, where it was not there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedeliverError {
+    /// The letter is not in the bus's store: already redelivered, taken
+    /// ([`Bus::take_dead_letters`](crate::Bus::take_dead_letters)), discarded to make room,
+    /// or from another bus.
+    NotFound,
+    /// The subscription that gave up on it has been unsubscribed (or the bus closed).
+    Unsubscribed {
+        /// The subscriber's name.
+        subscriber: String,
+        /// The topic's name.
+        topic: &'static str,
+    },
+    /// The subscriber's `Block` mailbox is full, or its topic's turn is held by a publisher
+    /// waiting for room: a redelivery never waits. Try again later.
+    Full {
+        /// The subscriber's name.
+        subscriber: String,
+    },
+    /// Its topic keeps a log (`#[topic(retain = ..)]`), whose subscriptions read one shared
+    /// log: a message cannot go to one of them alone. Publish the payload again instead.
+    LogTopic {
+        /// The topic's name.
+        topic: &'static str,
+    },
+    /// The bus is closing or closed.
+    Closed,
+}
+
+impl fmt::Display for RedeliverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedeliverError::NotFound => write!(
+                f,
+                "the dead letter is no longer kept: it was redelivered, taken or discarded"
+            ),
+            RedeliverError::Unsubscribed { subscriber, topic } => write!(
+                f,
+                "subscriber `{subscriber}` of `{topic}` is no longer subscribed; nothing to \
+                 redeliver to"
+            ),
+            RedeliverError::Full { subscriber } => write!(
+                f,
+                "subscriber `{subscriber}` has no room in its mailbox now; try again later"
+            ),
+            RedeliverError::LogTopic { topic } => write!(
+                f,
+                "`{topic}` is a log topic: its subscriptions share one log, so a message \
+                 cannot be redelivered to one of them; publish its payload again instead"
+            ),
+            RedeliverError::Closed => write!(f, "the bus is closed; nothing can be redelivered"),
+        }
+    }
+}
+
+impl std::error::Error for RedeliverError {}

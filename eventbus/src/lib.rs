@@ -350,6 +350,48 @@
 //!
 //! `examples/replay.rs` is a report service that starts late and rebuilds from the log.
 //!
+//! # 10. Operating a bus: redelivery, metrics, a live page
+//!
+//! [`Bus::redeliver`] hands a dead letter's message back to the subscriber that gave up on
+//! it, and to no one else (its other subscribers had it already): the same message, its seq
+//! kept, nothing published again; the letter leaves the store. Use it once the cause is
+//! fixed, as Sidekiq's "retry" on a dead job.
+//!
+//! With feature `metrics`, [`metrics::install`] samples
+//! [`Bus::stats`] on a timer, on a thread of its own, and sets counters and gauges through the
+//! [`metrics`](https://docs.rs/metrics) crate's facade, labelled by topic and subscriber:
+//! the publish path pays nothing for it. Install the exporter you like (Prometheus, say)
+//! first. `examples/metrics.rs` serves `/metrics`; the module's docs list every metric.
+//!
+//! ```
+//! # #[cfg(feature = "metrics")] {
+//! use std::time::Duration;
+//!
+//! let bus = eventbus::Bus::new();
+//! let sampler = eventbus::metrics::install(&bus, Duration::from_secs(5));
+//! bus.close();
+//! sampler.stop(); // one last sample of the closed bus
+//! # }
+//! ```
+//!
+//! With feature `dashboard`, [`dashboard::serve`] serves one live
+//! page: every topic and subscription with its rates, mailbox depth against capacity, drops
+//! and dead letters, and a button per dead letter that redelivers it. The page's assets are
+//! in the crate; the server is `std` only. A redelivery is taken only from the address the
+//! server is bound to, with the token in the page. `cargo run -p eventbus --example orders
+//! --features dashboard -- --dashboard` shows it on the demo.
+//!
+//! ```
+//! # #[cfg(feature = "dashboard")] {
+//! let bus = eventbus::Bus::new();
+//! let page = eventbus::dashboard::serve(&bus, "127.0.0.1:0")?; // port 0: a free one
+//! println!("the bus at {}", page.url());
+//! drop(page); // stops the server
+//! # bus.close();
+//! # }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Features
 //!
 //! - `tokio`: async subscribers (tokio tasks), `publish_async`, `close_async`, streams
@@ -359,12 +401,20 @@
 //!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
 //!   Nothing is compiled in without it.
 //! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
+//! - `metrics`: [`metrics::install`], the stats through the
+//!   `metrics` facade (section 10).
+//! - `dashboard` (takes `serde`): [`dashboard::serve`], the live page
+//!   (section 10).
 
 #![deny(missing_docs)]
 
 // The facade: what users name.
 mod builder;
 mod bus;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod registry;
 mod subscription;
 // The engine under it, and the close/drain protocol.
@@ -401,7 +451,10 @@ pub use asynchronous::MessageStream;
 pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
 pub use dead_letter::DeadLetter;
-pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
+pub use error::{
+    MissingState, PublishError, PublishTimeoutError, RedeliverError, SubscribeError,
+    TryPublishError,
+};
 pub use eventbus_macros::{subscriber, Topic};
 pub use handler::{Handler, HandlerResult};
 pub use message::Message;

@@ -528,6 +528,45 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
+    /// Hands `message` (a dead letter's) to subscription `subscription` alone, again, under
+    /// the order lock, without waiting: for the lock only while its holder is moving, not at
+    /// all for room. It keeps its seq; the subscription counts it received once more.
+    fn redeliver_to(
+        &self,
+        message: Message<T>,
+        subscription: u64,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<(), Redelivery> {
+        if self.log.is_some() {
+            return Err(Redelivery::Log);
+        }
+        let node = publisher.map(|publisher| &publisher.node);
+        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
+        #[cfg(feature = "tokio")]
+        let _turn = TurnOver(self);
+        let Ok(_order) =
+            deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
+        else {
+            return Err(Redelivery::Full);
+        };
+        if !lifecycle.accepts(publisher.is_some()) {
+            return Err(Redelivery::Closed);
+        }
+        let subscribers = self.subscribers.load();
+        let Some(outbox) = subscribers.iter().find(|o| o.core.id == subscription) else {
+            return Err(Redelivery::Unsubscribed);
+        };
+        if outbox.wait_for_room(None, lifecycle.stop_signal(), &self.waits) != Room::Ready {
+            return Err(Redelivery::Full);
+        }
+        match outbox.offer(message, lifecycle.stop_signal(), &self.waits) {
+            Offer::Retired => Err(Redelivery::Unsubscribed),
+            // Accepted; or filtered or dropped by the subscription's own rules, counted there.
+            Offer::Accepted | Offer::Dropped | Offer::Abandoned | Offer::Filtered => Ok(()),
+        }
+    }
+
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
         #[cfg(feature = "tracing")]
         self.heard.store(true, Relaxed);
@@ -551,8 +590,30 @@ impl<T> Drop for TurnOver<'_, T> {
     }
 }
 
+/// Why a redelivery handed nothing out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Redelivery {
+    /// The topic keeps a log, shared by its subscriptions.
+    Log,
+    /// The subscription is no longer on the topic.
+    Unsubscribed,
+    /// No room, or the topic's turn held by a publisher waiting for room.
+    Full,
+    /// The bus is closing.
+    Closed,
+}
+
 /// A topic's state without its type, for the bus's bookkeeping.
 pub(crate) trait AnyTopic: Send + Sync {
+    /// Hands `message`, a `Message<T>` of this topic's type, to one subscription again (see
+    /// `TopicState::redeliver_to`).
+    fn redeliver(
+        &self,
+        message: &(dyn Any + Send + Sync),
+        subscription: u64,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<(), Redelivery>;
     fn as_any(&self) -> &dyn Any;
     fn name(&self) -> &'static str;
     fn published(&self) -> u64;
@@ -570,6 +631,19 @@ pub(crate) trait AnyTopic: Send + Sync {
 impl<T: Topic> AnyTopic for TopicState<T> {
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn redeliver(
+        &self,
+        message: &(dyn Any + Send + Sync),
+        subscription: u64,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<(), Redelivery> {
+        match message.downcast_ref::<Message<T>>() {
+            Some(message) => self.redeliver_to(message.clone(), subscription, lifecycle, publisher),
+            None => unreachable!("a dead letter's message is found by its topic's TypeId"),
+        }
     }
 
     fn name(&self) -> &'static str {

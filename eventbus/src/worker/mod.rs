@@ -143,7 +143,7 @@ fn dead_letter<T: Send + Sync + 'static>(
     failure: Failure,
     attempts: u32,
 ) {
-    let letter = DeadLetter::new(message, Arc::clone(&core.name), failure, attempts);
+    let letter = DeadLetter::new(message, core.id, Arc::clone(&core.name), failure, attempts);
     context.dead_letters.push(letter);
     Counters::bump(&core.counters.dead_lettered);
 }

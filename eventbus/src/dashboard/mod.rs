@@ -1,0 +1,384 @@
+//! The live page (feature `dashboard`): a small HTTP/1.1 server on a thread of its own
+//! (`std::net`, a thread per connection, at most [`MAX_CONNECTIONS`] at once) serving one
+//! page that shows every topic and subscription, with rates, mailbox depth against
+//! capacity, drops and dead letters, updated by polling `GET /api/state` every second; and
+//! a button per dead letter that redelivers it ([`Bus::redeliver`]) with
+//! `POST /api/redeliver`.
+//!
+//! The page, its script and its style are in the crate (`include_str!`): no build step, no
+//! CDN, no request leaves the machine.
+//!
+//! # Who may redeliver
+//!
+//! Reading is open to whoever can reach the address. A redelivery changes the bus, so
+//! `POST /api/redeliver` must come from the very address the connection reached (the
+//! machine itself: bind to `127.0.0.1`, the default in the examples, and nothing else can
+//! reach it), with a `Host` naming this server, an `Origin` (if sent) of this server, and
+//! the token embedded in the page (a random 128-bit value made per server, sent back in an
+//! `X-Eventbus-Token` header, which a cross-site form cannot set). Anything else gets a 403.
+//! Requests the server does not understand get a 4xx with a JSON `{"error": ...}`; nothing a
+//! client sends makes it panic.
+
+mod http;
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use self::http::{Request, Response};
+use crate::{Bus, RedeliverError};
+
+/// Connections served at once; more get a 503 at once.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// The dead letters the page shows: the newest ones (the store may hold thousands).
+pub const SHOWN_DEAD_LETTERS: usize = 100;
+
+const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("app.js");
+const STYLE: &str = include_str!("style.css");
+
+/// Serves the live page of `bus` at `addr` (`"127.0.0.1:9000"`; port 0 picks a free one,
+/// see [`Dashboard::addr`]), until the returned handle is dropped.
+///
+/// The server does not keep the bus open: once the last `Bus` handle is dropped (or `close`
+/// is called), the page shows the closed bus's final numbers, and redeliveries are refused.
+///
+/// # Errors
+///
+/// If `addr` does not resolve or cannot be bound (in use, say), or the server's thread
+/// cannot be started.
+///
+/// # Examples
+///
+/// ```
+/// use eventbus::Bus;
+///
+/// let bus = Bus::new();
+/// let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0")?;
+/// println!("open {}", dashboard.url());
+/// # drop(dashboard);
+/// # bus.close();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve(bus: &Bus, addr: impl ToSocketAddrs) -> std::io::Result<Dashboard> {
+    let listener = TcpListener::bind(addr)?;
+    let addr = listener.local_addr()?;
+    let shared = Arc::new(Shared {
+        bus: bus.worker_handle(),
+        token: token(),
+        port: addr.port(),
+        connections: AtomicUsize::new(0),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepting = {
+        let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("eventbus-dashboard".into())
+            .spawn(move || accept(&listener, &shared, &stop))?
+    };
+    Ok(Dashboard {
+        addr,
+        stop,
+        accepting: Some(accepting),
+    })
+}
+
+/// The server [`serve`] started; dropping it (or [`shutdown`](Dashboard::shutdown)) stops
+/// it.
+pub struct Dashboard {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accepting: Option<JoinHandle<()>>,
+}
+
+impl Dashboard {
+    /// The address it listens on (with the port chosen, when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The page's address, `http://127.0.0.1:9000/` say.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Stops accepting connections and waits for the accepting thread; requests under way
+    /// finish on their own threads (each within its read and write timeouts).
+    pub fn shutdown(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        let Some(accepting) = self.accepting.take() else {
+            return;
+        };
+        self.stop.store(true, SeqCst);
+        // Wakes the blocking `accept` so it sees the flag.
+        let _ = TcpStream::connect_timeout(&reachable(self.addr), Duration::from_secs(1));
+        let _ = accepting.join();
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+impl fmt::Debug for Dashboard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dashboard")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An address to connect to that reaches a listener bound to `addr` (which may be
+/// `0.0.0.0`).
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, addr.port()).into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
+        _ => addr,
+    }
+}
+
+/// What every connection's thread shares.
+struct Shared {
+    /// A handle that does not keep the bus open.
+    bus: Bus,
+    /// Embedded in the page; a redelivery must send it back.
+    token: String,
+    port: u16,
+    /// Connections being served now.
+    connections: AtomicUsize,
+}
+
+fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
+    for stream in listener.incoming() {
+        if stop.load(SeqCst) {
+            return;
+        }
+        let Ok(mut stream) = stream else {
+            // Out of descriptors, say: give the connections under way a moment to end.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        if shared.connections.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
+            shared.connections.fetch_sub(1, SeqCst);
+            let busy = Response::error(503, "too many connections; try again");
+            let _ = busy.write_to(&mut stream);
+            continue;
+        }
+        let connection = {
+            let shared = Arc::clone(shared);
+            move || {
+                serve_one(&shared, stream);
+                shared.connections.fetch_sub(1, SeqCst);
+            }
+        };
+        if std::thread::Builder::new()
+            .name("eventbus-dashboard-conn".into())
+            .spawn(connection)
+            .is_err()
+        {
+            shared.connections.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+/// Reads one request, answers it, closes the connection.
+fn serve_one(shared: &Shared, mut stream: TcpStream) {
+    let response = match http::read_request(&mut stream) {
+        Err(response) => response,
+        Ok(request) => catch_unwind(AssertUnwindSafe(|| route(shared, &stream, &request)))
+            .unwrap_or_else(|_| Response::error(500, "the server failed on this request")),
+    };
+    let _ = response.write_to(&mut stream);
+}
+
+fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
+    let allow = |methods: &str| {
+        Response::error(405, &format!("{} takes {methods}", request.path))
+            .with_header("Allow", methods)
+    };
+    match (request.path.as_str(), request.method.as_str()) {
+        ("/", "GET") => Response::new(200, "text/html; charset=utf-8", page(&shared.token))
+            .with_header(
+                "Content-Security-Policy",
+                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                 img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            ),
+        ("/app.js", "GET") => Response::new(200, "text/javascript; charset=utf-8", SCRIPT),
+        ("/style.css", "GET") => Response::new(200, "text/css; charset=utf-8", STYLE),
+        ("/api/state", "GET") => {
+            Response::new(200, "application/json", state(&shared.bus).to_string())
+        }
+        ("/api/redeliver", "POST") => match allowed(shared, stream, request) {
+            Err(refused) => refused,
+            Ok(()) => redeliver(&shared.bus, &request.body),
+        },
+        ("/" | "/app.js" | "/style.css" | "/api/state", _) => allow("GET"),
+        ("/api/redeliver", _) => allow("POST"),
+        _ => Response::error(404, &format!("nothing at {}", request.path)),
+    }
+}
+
+/// The page, with this server's token.
+fn page(token: &str) -> String {
+    PAGE.replace("{{TOKEN}}", token)
+}
+
+/// A token no one can guess from outside the process: two hashes with `RandomState`'s keys,
+/// which std seeds from the operating system's randomness.
+fn token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (0..2u8)
+        .map(|half| {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(nanos);
+            hasher.write_u32(std::process::id());
+            hasher.write_u8(half);
+            format!("{:016x}", hasher.finish())
+        })
+        .collect()
+}
+
+/// Whether a request may change the bus: from the address it reached, to this server by
+/// name, from this server's page, with its token.
+fn allowed(shared: &Shared, stream: &TcpStream, request: &Request) -> Result<(), Response> {
+    let forbidden = |why: &str| Err(Response::error(403, why));
+    match (stream.peer_addr(), stream.local_addr()) {
+        (Ok(peer), Ok(local)) if same_ip(peer.ip(), local.ip()) => {}
+        _ => return forbidden("changes are taken only from the address the dashboard is bound to"),
+    }
+    let Some(host) = request.header("Host")? else {
+        return forbidden("a Host header is required");
+    };
+    if !is_this_server(host, shared.port) {
+        return forbidden("the Host header does not name this server");
+    }
+    if let Some(origin) = request.header("Origin")? {
+        let this = origin
+            .strip_prefix("http://")
+            .is_some_and(|rest| is_this_server(rest, shared.port));
+        if !this {
+            return forbidden("the request does not come from this dashboard's page");
+        }
+    }
+    let token = request.header("X-Eventbus-Token")?.unwrap_or_default();
+    if !same_token(token.as_bytes(), shared.token.as_bytes()) {
+        return forbidden("a missing or wrong X-Eventbus-Token: reload the page");
+    }
+    Ok(())
+}
+
+/// The same address, an IPv4 one mapped into IPv6 or not.
+fn same_ip(a: IpAddr, b: IpAddr) -> bool {
+    let canonical = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    };
+    canonical(a) == canonical(b)
+}
+
+/// Whether `host` (`name:port`) names this server: a loopback name or address, or an IP
+/// literal, with its port. A name that is not local could be an attacker's rebinding.
+fn is_this_server(host: &str, port: u16) -> bool {
+    let Some((name, given)) = host.rsplit_once(':') else {
+        return false;
+    };
+    if given.parse::<u16>() != Ok(port) {
+        return false;
+    }
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+}
+
+/// Compares without stopping at the first difference.
+fn same_token(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
+
+/// What the page shows: the stats, and the newest dead letters with the id of the
+/// subscription each is for.
+fn state(bus: &Bus) -> Value {
+    let stats = bus.stats();
+    let letters = bus.dead_letters();
+    let shown: Vec<Value> = letters
+        .iter()
+        .rev()
+        .take(SHOWN_DEAD_LETTERS)
+        .map(|letter| {
+            let mut value = serde_json::to_value(letter).unwrap_or(Value::Null);
+            if let Value::Object(fields) = &mut value {
+                fields.insert("subscription".into(), letter.subscription().into());
+            }
+            value
+        })
+        .collect();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    json!({
+        "now_ms": now,
+        "closed": bus.is_closed(),
+        "stats": stats,
+        "dead_letters": shown,
+    })
+}
+
+/// `POST /api/redeliver` with `{"subscription": id, "seq": n}`.
+fn redeliver(bus: &Bus, body: &[u8]) -> Response {
+    let bad = |why: &str| Response::error(400, why);
+    let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
+        return bad(r#"the body must be JSON: {"subscription": <id>, "seq": <n>}"#);
+    };
+    let (Some(subscription), Some(seq)) = (
+        fields.get("subscription").and_then(Value::as_u64),
+        fields.get("seq").and_then(Value::as_u64),
+    ) else {
+        return bad(r#"the body needs "subscription" and "seq", whole numbers"#);
+    };
+    let letter = bus
+        .dead_letters()
+        .into_iter()
+        .find(|l| l.subscription() == subscription && l.seq() == seq);
+    let Some(letter) = letter else {
+        return Response::error(404, &RedeliverError::NotFound.to_string());
+    };
+    match bus.redeliver(&letter) {
+        Ok(()) => {
+            let message = format!(
+                "{} #{} redelivered to {}",
+                letter.topic(),
+                letter.seq(),
+                letter.subscriber()
+            );
+            Response::new(
+                200,
+                "application/json",
+                json!({ "ok": message }).to_string(),
+            )
+        }
+        Err(RedeliverError::NotFound) => {
+            Response::error(404, &RedeliverError::NotFound.to_string())
+        }
+        Err(error) => Response::error(409, &error.to_string()),
+    }
+}

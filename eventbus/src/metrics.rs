@@ -1,0 +1,256 @@
+//! Metrics (feature `metrics`): a bus's counters, sampled on a timer by a thread of their
+//! own and set, as absolute values, through the [`metrics`](https://docs.rs/metrics) crate's
+//! facade, so the application picks the exporter (Prometheus, StatsD, ...).
+//!
+//! Nothing is added to the publish or delivery path: the sampler reads [`Bus::stats`] (one
+//! brief lock of the subscription list, then plain atomic loads) every `interval`, and sets
+//! each counter to the value it read (`Counter::absolute`) and each gauge to the level.
+//!
+//! | metric | kind | labels | from |
+//! |---|---|---|---|
+//! | `eventbus_published_total` | counter | `topic` | [`TopicStats::published`](crate::TopicStats::published) |
+//! | `eventbus_received_total` | counter | `topic`, `subscriber` | [`SubscriptionStats::received`] |
+//! | `eventbus_delivered_total` | counter | `topic`, `subscriber` | `delivered` |
+//! | `eventbus_failed_total` | counter | `topic`, `subscriber` | `failed` (attempts, retries included) |
+//! | `eventbus_retried_total` | counter | `topic`, `subscriber` | `retried` |
+//! | `eventbus_dead_lettered_total` | counter | `topic`, `subscriber` | `dead_lettered` |
+//! | `eventbus_dropped_total` | counter | `topic`, `subscriber` | `dropped` |
+//! | `eventbus_filtered_total` | counter | `topic`, `subscriber` | `filtered` |
+//! | `eventbus_queued` | gauge | `topic`, `subscriber` | `queued` |
+//! | `eventbus_in_handler` | gauge | `topic`, `subscriber` | `in_handler` |
+//! | `eventbus_capacity` | gauge | `topic`, `subscriber` | `capacity` (for `queued / capacity` alerts) |
+//! | `eventbus_dead_letters` | gauge | | dead letters kept now |
+//! | `eventbus_dead_letters_discarded_total` | counter | | dead letters the full store discarded |
+//!
+//! Subscriptions of one topic that share a name are summed into one series. A subscription
+//! that is unsubscribed keeps its last values. The labels do not name the bus: give one
+//! process's buses their own recorders, or sample only one of them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{RecvTimeoutError, Sender};
+
+use crate::{Bus, BusStats, SubscriptionStats};
+
+/// The shortest sampling interval: a shorter one (zero, say) is taken as this.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Starts sampling `bus`'s stats into the `metrics` recorder every `interval`.
+///
+/// The sampler is a thread named `eventbus-metrics`. It stops when the returned handle is
+/// dropped or [`stop`](MetricsHandle::stop)ped (after one last sample), and by itself at its
+/// first tick after the bus has closed (that sample, of the closed bus, is its last), so the
+/// final numbers are recorded. It does not keep the bus open.
+///
+/// Install the recorder (the exporter) before the first sample, or the values go nowhere
+/// until it is installed: the next sample sets them all.
+///
+/// # Panics
+///
+/// If the thread cannot be started: see [`try_install`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use eventbus::{Bus, Message, Options, Topic};
+///
+/// #[derive(Topic)]
+/// struct Tick;
+///
+/// let bus = Bus::builder().build();
+/// // metrics_exporter_prometheus::PrometheusBuilder::new().install().unwrap(); say
+/// let metrics = eventbus::metrics::install(&bus, Duration::from_secs(5));
+/// bus.subscribe::<Tick>(Options::default().name("clock"), |_: &Message<Tick>| {});
+/// bus.publish(Tick).unwrap();
+/// bus.close();
+/// metrics.stop(); // one last sample, then the thread ends
+/// ```
+pub fn install(bus: &Bus, interval: Duration) -> MetricsHandle {
+    try_install(bus, interval).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// Starts sampling like [`install`], saying why it cannot.
+///
+/// # Errors
+///
+/// If the operating system will not start the sampler's thread.
+pub fn try_install(bus: &Bus, interval: Duration) -> std::io::Result<MetricsHandle> {
+    describe();
+    let interval = interval.max(MIN_INTERVAL);
+    let bus = bus.worker_handle();
+    let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+    let thread = std::thread::Builder::new()
+        .name("eventbus-metrics".into())
+        .spawn(move || loop {
+            // Read before the sample: a bus closed by then is sampled once more, finished.
+            let closed = bus.engine.lifecycle.is_closed();
+            record(&bus.stats());
+            if closed {
+                return;
+            }
+            match stopped.recv_timeout(interval) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                    record(&bus.stats());
+                    return;
+                }
+            }
+        })
+        .map_err(|error| {
+            std::io::Error::new(
+                error.kind(),
+                format!("eventbus: could not start the metrics sampler's thread: {error}"),
+            )
+        })?;
+    Ok(MetricsHandle {
+        stop: Some(stop),
+        thread: Some(thread),
+        interval,
+    })
+}
+
+/// The sampler [`install`] started; dropping it stops the sampler (after one last sample).
+pub struct MetricsHandle {
+    /// Dropped to stop the sampler.
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    interval: Duration,
+}
+
+impl MetricsHandle {
+    /// How often it samples.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Whether the sampler still runs: it ends by itself at its first tick after the bus
+    /// has closed.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the sampler after one last sample, and waits for it.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            // Recording is the recorder's code; if it panicked, the sampler is over anyway.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for MetricsHandle {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+impl fmt::Debug for MetricsHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricsHandle")
+            .field("interval", &self.interval)
+            .field(
+                "running",
+                &self.thread.as_ref().is_some_and(|t| !t.is_finished()),
+            )
+            .finish()
+    }
+}
+
+/// The help text of every metric, for exporters that show it.
+fn describe() {
+    use ::metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        "eventbus_published_total",
+        "Messages published on the topic"
+    );
+    describe_counter!(
+        "eventbus_received_total",
+        "Messages handed to the subscription, dropped ones included"
+    );
+    describe_counter!("eventbus_delivered_total", "Messages its handler finished");
+    describe_counter!("eventbus_failed_total", "Failed attempts, retries included");
+    describe_counter!("eventbus_retried_total", "Retries made");
+    describe_counter!("eventbus_dead_lettered_total", "Messages given up on");
+    describe_counter!(
+        "eventbus_dropped_total",
+        "Messages its overflow policy (or a forced close) discarded"
+    );
+    describe_counter!("eventbus_filtered_total", "Messages its filter rejected");
+    describe_gauge!("eventbus_queued", "Messages waiting in its mailbox");
+    describe_gauge!("eventbus_in_handler", "Messages its handler is on");
+    describe_gauge!("eventbus_capacity", "Its mailbox's size");
+    describe_gauge!("eventbus_dead_letters", "Dead letters kept now");
+    describe_counter!(
+        "eventbus_dead_letters_discarded_total",
+        "Dead letters the full store discarded"
+    );
+}
+
+/// What one series (a topic and subscriber name) sums.
+#[derive(Default)]
+struct Sums {
+    received: u64,
+    delivered: u64,
+    failed: u64,
+    retried: u64,
+    dead_lettered: u64,
+    dropped: u64,
+    filtered: u64,
+    queued: u64,
+    in_handler: u64,
+    capacity: u64,
+}
+
+impl Sums {
+    fn add(&mut self, s: &SubscriptionStats) {
+        self.received += s.received;
+        self.delivered += s.delivered;
+        self.failed += s.failed;
+        self.retried += s.retried;
+        self.dead_lettered += s.dead_lettered;
+        self.dropped += s.dropped;
+        self.filtered += s.filtered;
+        self.queued += s.queued;
+        self.in_handler += s.in_handler;
+        self.capacity += s.capacity as u64;
+    }
+}
+
+/// Sets every metric from one snapshot.
+fn record(stats: &BusStats) {
+    use ::metrics::{counter, gauge};
+    for topic in &stats.topics {
+        counter!("eventbus_published_total", "topic" => topic.name).absolute(topic.published);
+    }
+    let mut series: BTreeMap<(&'static str, &str), Sums> = BTreeMap::new();
+    for s in &stats.subscriptions {
+        series.entry((s.topic, &s.name)).or_default().add(s);
+    }
+    for ((topic, subscriber), sums) in series {
+        let labels = [
+            ("topic", topic.to_owned()),
+            ("subscriber", subscriber.to_owned()),
+        ];
+        counter!("eventbus_received_total", &labels).absolute(sums.received);
+        counter!("eventbus_delivered_total", &labels).absolute(sums.delivered);
+        counter!("eventbus_failed_total", &labels).absolute(sums.failed);
+        counter!("eventbus_retried_total", &labels).absolute(sums.retried);
+        counter!("eventbus_dead_lettered_total", &labels).absolute(sums.dead_lettered);
+        counter!("eventbus_dropped_total", &labels).absolute(sums.dropped);
+        counter!("eventbus_filtered_total", &labels).absolute(sums.filtered);
+        gauge!("eventbus_queued", &labels).set(sums.queued as f64);
+        gauge!("eventbus_in_handler", &labels).set(sums.in_handler as f64);
+        gauge!("eventbus_capacity", &labels).set(sums.capacity as f64);
+    }
+    gauge!("eventbus_dead_letters").set(stats.dead_letters as f64);
+    counter!("eventbus_dead_letters_discarded_total").absolute(stats.dead_letters_discarded);
+}
