@@ -28,6 +28,15 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let settings = valid::settings(attr::subscriber_args(args, &mut errors), &mut errors);
     let handler = valid::handler(&function, &mut errors);
+    if let (Some(handler), Some(at)) = (&handler, settings.workers_at) {
+        if handler.asynchronous && settings.workers != 1 {
+            errors.at(
+                at,
+                "an async subscriber cannot be a group yet: drop `workers`, or make the \
+                 handler a sync `fn`",
+            );
+        }
+    }
     match handler {
         Some(handler) if errors.is_empty() => {
             let registration = registration(&handler, &settings);
@@ -172,6 +181,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         retries,
         backoff_nanos,
         start: from,
+        workers,
         ..
     } = settings;
     // Spanned so that a filter of the wrong type is reported on its path.
@@ -179,6 +189,13 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         let krate = at(krate, filter.span());
         quote_spanned! {filter.span()=>
             let options = #krate::Options::filter::<#topic>(options, #filter);
+        }
+    });
+    // Spanned so that a key function of the wrong type is reported on its path.
+    let key = settings.key.as_ref().map(|key| {
+        let krate = at(krate, key.span());
+        quote_spanned! {key.span()=>
+            let options = #krate::Options::key::<#topic, _>(options, #key);
         }
     });
     let from = match *from {
@@ -206,6 +223,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
             ) -> ::core::result::Result<#krate::Subscription, #krate::SubscribeError> {
                 #(#resolve)*
                 #filter
+                #key
                 #handle
             }
             #krate::__private::inventory::submit! {
@@ -218,6 +236,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     overflow: #krate::Overflow::#overflow,
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
+                    workers: #workers,
                     from: #from,
                     states: &[#(#states),*],
                     asynchronous: #asynchronous,

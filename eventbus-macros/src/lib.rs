@@ -29,7 +29,9 @@ pub fn derive_topic(input: TokenStream) -> TokenStream {
 /// Registers a function as a subscriber, started by `Bus::new()`. See `eventbus`'s crate docs.
 ///
 /// Options, all optional: `capacity = 100`, `overflow = Block | DropOldest | DropNewest`,
-/// `retries = 3`, `backoff = "10ms"`, `name = "billing"`, and `crate = path`: the path the
+/// `retries = 3`, `backoff = "10ms"`, `name = "billing"`, `filter = is_big`,
+/// `start = Earliest`, `workers = 4` (a consumer group), `key = customer_of` (its workers
+/// chosen by key), and `crate = path`: the path the
 /// expansion names `eventbus` by (default `::eventbus`), for a crate that re-exports
 /// `eventbus` (`crate = my_framework::eventbus`). It is a path, not a string, resolved where
 /// the attribute is used.

@@ -20,8 +20,9 @@ use parking_lot::Mutex;
 use crate::dead_letter::{DeadLetterStore, Hook};
 use crate::deadlock::{self, RECHECK};
 use crate::directory::Directory;
+use crate::group::{self, SharedRun};
 use crate::lifecycle::{Closed, Lifecycle};
-use crate::mailbox::mailbox;
+use crate::mailbox::{mailbox, shared_mailbox};
 use crate::observe;
 use crate::state::States;
 use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
@@ -29,7 +30,7 @@ use crate::subscriber::{Consumer, SubscriptionCore};
 use crate::topic::{AnyTopic, Refused, Topic, TopicState, Wait};
 use crate::worker::thread::Run;
 use crate::worker::{self, Context, Source};
-use crate::{Options, SubscribeError};
+use crate::{Message, Options, SubscribeError};
 use crate::{Overflow, Start as From};
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
@@ -83,6 +84,11 @@ fn refuse_log<T: Topic>(options: &Options, id: u64) -> Result<(), SubscribeError
             topic: T::name(),
         }),
     }
+}
+
+/// Whether the options ask for a consumer group: more workers than one, or a key.
+fn is_group(options: &Options) -> bool {
+    options.workers != 1 || options.key.is_some()
 }
 
 /// A subscription's name: the one given, else `subscription-N`.
@@ -159,14 +165,70 @@ impl Engine {
             .get_or_make(TypeId::of::<T>(), || Arc::new(TopicState::<T>::new()))
     }
 
-    /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`.
+    /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`. A
+    /// group's workers take turns at `handler`, which is `FnMut`.
     pub(crate) fn subscribe<T: Topic>(
         &self,
         options: Options,
         handler: impl Run<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        if is_group(&options) {
+            let turns = Mutex::new(handler);
+            return self
+                .subscribe_group(options, Arc::new(move |m: &Message<T>| (turns.lock())(m)));
+        }
         self.subscribe_with(options, Consumer::Worker, |inbox, core, context| {
             worker::thread::spawn(inbox, core, context, handler)
+        })
+    }
+
+    /// Starts a subscription of `T` whose handler its workers may call at once: a group if
+    /// the options ask for one.
+    pub(crate) fn subscribe_shared<T: Topic>(
+        &self,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        if is_group(&options) {
+            return self.subscribe_group(options, handler);
+        }
+        self.subscribe_with(options, Consumer::Worker, |inbox, core, context| {
+            worker::thread::spawn(inbox, core, context, move |m: &Message<T>| handler(m))
+        })
+    }
+
+    /// Starts a consumer group of `T` (`group.rs`): `options.workers` thread workers running
+    /// `handler`, with a mailbox each (a key) or one they share (no key).
+    fn subscribe_group<T: Topic>(
+        &self,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let name: Arc<str> =
+            subscription_name(&options, self.next_subscription.load(Relaxed)).into();
+        let group = |why| SubscribeError::Group {
+            name: name.to_string(),
+            topic: T::name(),
+            why,
+        };
+        if T::retention().is_some() {
+            return Err(group(
+                "a log topic's subscription reads its log at one position, which a group's \
+                 workers cannot share",
+            ));
+        }
+        if options.key.is_some() && options.workers == 1 {
+            return Err(group(
+                "a key picks one of a group's workers: ask for `workers(n)` with n > 1",
+            ));
+        }
+        let mailboxes = if options.key.is_some() {
+            options.workers
+        } else {
+            1
+        };
+        self.subscribe_checked::<T, _>(options, mailboxes, |this, id, options| {
+            this.start_group(id, name, options, handler)
         })
     }
 
@@ -240,12 +302,51 @@ impl Engine {
     /// Starts a subscription of `T` whose mailbox `start` hands to its consumer.
     fn subscribe_with<T: Topic>(
         &self,
-        mut options: Options,
+        options: Options,
         consumer: Consumer,
         start: impl Start<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        if is_group(&options) {
+            // Only thread workers make groups (see `subscribe_group`).
+            return Err(SubscribeError::Group {
+                name: subscription_name(&options, self.next_subscription.load(Relaxed)),
+                topic: T::name(),
+                why: "async subscribers and streams cannot be groups yet: subscribe a sync \
+                      handler, or one async subscriber",
+            });
+        }
+        self.subscribe_checked::<T, _>(options, 1, |this, id, options| {
+            let name: Arc<str> = subscription_name(&options, id).into();
+            this.start(id, name, options, consumer, start)
+        })
+    }
+
+    /// Checks `options` for a subscription of `T` with `mailboxes` mailboxes, then runs
+    /// `start` with the subscription's id, counted as a subscribe a close waits for.
+    fn subscribe_checked<T: Topic, S>(
+        &self,
+        mut options: Options,
+        mailboxes: usize,
+        start: S,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError>
+    where
+        S: FnOnce(&Self, u64, Options) -> Result<Arc<SubscriptionCore>, SubscribeError>,
+    {
         let id = self.next_subscription.fetch_add(1, Relaxed);
         let name: Arc<str> = subscription_name(&options, id).into();
+        if options.workers == 0 || options.workers > Options::MAX_WORKERS {
+            return Err(SubscribeError::Workers {
+                name: name.to_string(),
+                workers: options.workers,
+            });
+        }
+        if let Some(Err(written_for)) = options.key.as_ref().map(|k| k.check::<T>()) {
+            return Err(SubscribeError::Key {
+                name: name.to_string(),
+                topic: T::name(),
+                written_for,
+            });
+        }
         if options.capacity == 0 || options.capacity > Options::MAX_CAPACITY {
             return Err(SubscribeError::Capacity {
                 name: name.to_string(),
@@ -286,7 +387,7 @@ impl Engine {
         // A mailbox allocates every slot up front; an allocation that fails would abort the
         // process, so make sure now that it can succeed.
         if Vec::<Slot>::new()
-            .try_reserve_exact(options.capacity)
+            .try_reserve_exact(options.capacity.saturating_mul(mailboxes))
             .is_err()
         {
             return Err(SubscribeError::OutOfMemory {
@@ -300,9 +401,102 @@ impl Engine {
                 name: name.to_string(),
             });
         }
-        let started = self.start(id, name, options, consumer, start);
+        let started = start(self, id, options);
         self.lifecycle.end_subscribe();
         started
+    }
+
+    /// Starts a group's workers and puts its mailboxes on the topic, all in one edit.
+    fn start_group<T: Topic>(
+        &self,
+        id: u64,
+        name: Arc<str>,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let topic = self.topic::<T>();
+        let typed = typed::<T>(&*topic);
+        let context = Context {
+            bus: self.id,
+            lifecycle: Arc::clone(&self.lifecycle),
+            dead_letters: Arc::clone(&self.dead_letters),
+        };
+        let of = options.workers;
+        let new_core = |retirer| {
+            let id = self.next_subscription.fetch_add(1, Relaxed);
+            let topic = T::name();
+            SubscriptionCore::new(
+                id,
+                Arc::clone(&name),
+                topic,
+                options.clone(),
+                Consumer::Worker,
+                retirer,
+            )
+        };
+        let mut workers: Vec<Arc<SubscriptionCore>> = Vec::with_capacity(of);
+        let mut outboxes = Vec::new();
+        // Starts one worker; on failure, retires those started (none is on the topic yet).
+        let spawn =
+            |workers: &mut Vec<Arc<SubscriptionCore>>, core: Arc<SubscriptionCore>, inbox| {
+                self.lifecycle.started(Arc::clone(&core));
+                let handler = Arc::clone(&handler);
+                let run = move |m: &Message<T>| handler(m);
+                match worker::thread::spawn(
+                    Source::Mailbox(inbox),
+                    Arc::clone(&core),
+                    context.clone(),
+                    run,
+                ) {
+                    Ok(()) => {
+                        workers.push(core);
+                        Ok(())
+                    }
+                    Err(source) => {
+                        self.lifecycle.finished(&core);
+                        core.retire();
+                        for worker in workers.iter() {
+                            worker.retire();
+                        }
+                        Err(SubscribeError::Spawn {
+                            name: name.to_string(),
+                            source,
+                        })
+                    }
+                }
+            };
+        let shared = if options.key.is_some() {
+            for index in 0..of {
+                let (mut outbox, inbox) =
+                    mailbox(options.capacity, typed.handouts(), false, new_core);
+                outbox.route(index, of);
+                spawn(&mut workers, Arc::clone(&outbox.core), inbox)?;
+                outboxes.push(Arc::new(outbox));
+            }
+            None
+        } else {
+            let (outbox, inbox) = shared_mailbox(options.capacity, typed.handouts(), new_core);
+            let shared = Arc::clone(&outbox.core);
+            for _ in 0..of {
+                let mut core = new_core(Box::new(group::Shared(Arc::clone(&shared))));
+                core.shares_mailbox = true;
+                if let Err(error) = spawn(&mut workers, Arc::new(core), inbox.clone()) {
+                    shared.retire();
+                    return Err(error);
+                }
+            }
+            outboxes.push(Arc::new(outbox));
+            Some(shared)
+        };
+        let delivery = Box::new(group::Group::new(workers, shared));
+        let core = SubscriptionCore::new(id, name, T::name(), options, Consumer::Worker, delivery);
+        let core = Arc::new(core);
+        typed.add_all(outboxes);
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic,
+        });
+        Ok(core)
     }
 
     fn start<T: Topic>(
@@ -376,9 +570,10 @@ impl Engine {
             None => {
                 self.lifecycle.wait_until(None, None, || core.is_finished());
             }
-            Some(me) if me.id == core.id => {}
+            // Its own subscription (or group) cannot wait for itself.
+            Some(me) if core.is_or_holds(me.id) => {}
             Some(me) => {
-                let Ok(recorded) = deadlock::record(&me.node, vec![Arc::clone(&core.node)]) else {
+                let Ok(recorded) = deadlock::record(&me.node, core.nodes()) else {
                     return;
                 };
                 self.lifecycle.wait_until(None, Some(RECHECK), || {
@@ -396,7 +591,7 @@ impl Engine {
             at.map(|at| subscriptions.remove(at))
         };
         if let Some(entry) = entry {
-            entry.topic.remove(core.id);
+            entry.topic.remove(&core.mailbox_ids());
         }
     }
 
@@ -449,7 +644,7 @@ impl Engine {
             subscriptions.iter().map(|e| Arc::clone(&e.core)).collect()
         };
         for core in self.lifecycle.running() {
-            if !cores.iter().any(|c| c.id == core.id) {
+            if !cores.iter().any(|c| c.is_or_holds(core.id)) {
                 cores.push(core);
             }
         }

@@ -350,6 +350,48 @@
 //!
 //! `examples/replay.rs` is a report service that starts late and rebuilds from the log.
 //!
+//! # 10. Consumer groups: several workers, order per key
+//!
+//! A subscriber too slow for one worker becomes a group: `workers = N` starts N workers for
+//! one subscription, and each message is handled by exactly one of them. With
+//! `key = customer_of`, each worker has its own mailbox (of `capacity`, with its own
+//! overflow, retries and dead letters) and the key's hash picks it, so all messages with one
+//! key are handled in their topic's order by one worker. Without a key, the workers share one
+//! mailbox and take whatever is next: each message once, **in no promised order**. A
+//! `#[subscriber]` function is called by the workers at once (its `State<T>` is shared); a
+//! dynamic group takes an `Fn + Send + Sync` handler ([`Bus::subscribe_group`]). The stats
+//! are the group's, with each worker's share in
+//! [`workers`](SubscriptionStats::workers): a hot key is one worker far busier than the
+//! rest. Groups read mailboxes, not logs (refused on a log topic), and are sync only.
+//!
+//! ```
+//! use eventbus::{subscriber, Bus, Topic};
+//!
+//! #[derive(Topic)]
+//! struct OrderPlaced { customer: u64 }
+//!
+//! fn customer_of(o: &OrderPlaced) -> u64 {
+//!     o.customer
+//! }
+//!
+//! #[subscriber(workers = 4, key = customer_of, capacity = 256, name = "reserve_stock")]
+//! fn reserve_stock(o: &OrderPlaced) -> Result<(), String> {
+//!     // One customer's orders arrive here in order, on one of the four workers.
+//!     Ok(())
+//! }
+//!
+//! let bus = Bus::builder().registered().build();
+//! for n in 0..100 {
+//!     bus.publish(OrderPlaced { customer: if n < 90 { 7 } else { n } }).unwrap();
+//! }
+//! bus.close();
+//! let stats = bus.stats();
+//! let group = stats.subscriptions.iter().find(|s| s.name == "reserve_stock").unwrap();
+//! assert_eq!((group.delivered, group.workers.len()), (100, 4));
+//! // Customer 7 is hot: one worker received at least its 90 orders.
+//! assert!(group.workers.iter().any(|w| w.received >= 90));
+//! ```
+//!
 //! # Features
 //!
 //! - `tokio`: async subscribers (tokio tasks), `publish_async`, `close_async`, streams
@@ -384,6 +426,7 @@ mod dead_letter;
 mod deadlock;
 mod error;
 mod filter;
+mod group;
 mod handler;
 mod message;
 mod observe;
@@ -403,12 +446,12 @@ pub use bus::Bus;
 pub use dead_letter::DeadLetter;
 pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
 pub use eventbus_macros::{subscriber, Topic};
-pub use handler::{Handler, HandlerResult};
+pub use handler::{GroupHandler, Handler, HandlerResult};
 pub use message::Message;
 pub use options::{Options, Overflow, Retention, Start};
 pub use registry::RegisteredSubscriber;
 pub use state::State;
-pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
+pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats, WorkerStats};
 pub use subscription::Subscription;
 pub use topic::Topic;
 
@@ -455,7 +498,7 @@ pub mod __private {
     ) -> Result<Subscription, SubscribeError>
     where
         T: Topic,
-        H: FnMut(&Message<T>, &Bus) -> Result<(), Failure> + Send + 'static,
+        H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
     {
         bus.subscribe_registered(options, handler)
     }

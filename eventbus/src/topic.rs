@@ -451,11 +451,16 @@ impl<T: Topic> TopicState<T> {
     }
 
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
+        self.add_all(vec![outbox]);
+    }
+
+    /// Adds mailboxes in one edit: a publish sees all of them or none (a consumer group's).
+    pub(crate) fn add_all(&self, outboxes: Vec<Arc<Outbox<T>>>) {
         #[cfg(feature = "tracing")]
         self.heard.store(true, Relaxed);
         let _edit = self.edit.lock();
         let mut next = Vec::clone(&self.subscribers.load());
-        next.push(outbox);
+        next.extend(outboxes);
         self.count.store(next.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
@@ -484,9 +489,9 @@ pub(crate) trait AnyTopic: Send + Sync {
     fn quiet_published(&self) -> Option<u64>;
     /// For a log topic: how many messages it keeps, and the oldest one's seq.
     fn log_extent(&self) -> Option<(u64, u64)>;
-    /// Takes a subscription off the list; publishes that already took the list skip it once
-    /// it is retired.
-    fn remove(&self, subscription: u64);
+    /// Takes a subscription's mailboxes (by id: one, or a group's) off the list, in one
+    /// edit; publishes that already took the list skip them once they are retired.
+    fn remove(&self, mailboxes: &[u64]);
     fn clear(&self);
 }
 
@@ -512,16 +517,18 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         self.log.as_ref().map(|log| log.extent())
     }
 
-    fn remove(&self, subscription: u64) {
+    fn remove(&self, mailboxes: &[u64]) {
         if let Some(log) = &self.log {
-            log.remove(subscription);
+            for &subscription in mailboxes {
+                log.remove(subscription);
+            }
         }
         let _edit = self.edit.lock();
         let next: Vec<_> = self
             .subscribers
             .load()
             .iter()
-            .filter(|outbox| outbox.core.id != subscription)
+            .filter(|outbox| !mailboxes.contains(&outbox.core.id))
             .cloned()
             .collect();
         self.count.store(next.len(), SeqCst);
