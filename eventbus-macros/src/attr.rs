@@ -91,6 +91,53 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
     parsed
 }
 
+pub(crate) const OBSERVER_OPTIONS: &str =
+    "capacity, overflow, retries, backoff, name, filter, crate";
+
+/// `#[observer("pattern", ...)]` as written: the pattern, and the options (a subscriber's,
+/// less those an observer cannot take, which are reported).
+pub(crate) fn observer_args(
+    args: TokenStream,
+    errors: &mut Errors,
+) -> (Option<LitStr>, SubscriberArgs) {
+    let mut tokens = args.into_iter().peekable();
+    let first: TokenStream = tokens
+        .by_ref()
+        .take_while(|t| !matches!(t, proc_macro2::TokenTree::Punct(p) if p.as_char() == ','))
+        .collect();
+    let rest: TokenStream = tokens.collect();
+    let pattern = match syn::parse2::<LitStr>(first.clone()) {
+        Ok(pattern) => Some(pattern),
+        Err(_) => {
+            let message = "`#[observer]` takes a pattern of topic names first, e.g. \
+                           `#[observer(\"orders.*\", capacity = 1000)]`";
+            if first.is_empty() {
+                errors.at(proc_macro2::Span::call_site(), message);
+            } else {
+                errors.spanned(&first, message);
+            }
+            None
+        }
+    };
+    let mut parsed = subscriber_args(rest, errors);
+    let not_here = |errors: &mut Errors, key: &str, span: &dyn quote::ToTokens| {
+        errors.spanned(
+            span,
+            format_args!("`{key}` is not an observer option; expected one of: {OBSERVER_OPTIONS}"),
+        );
+    };
+    if let Some(workers) = parsed.workers.take() {
+        not_here(errors, "workers", &workers);
+    }
+    if let Some(key) = parsed.key.take() {
+        not_here(errors, "key", &key);
+    }
+    if let Some(start) = parsed.start.take() {
+        not_here(errors, "start", &start);
+    }
+    (pattern, parsed)
+}
+
 /// `#[topic(...)]` as written.
 #[derive(Default)]
 pub(crate) struct TopicArgs {

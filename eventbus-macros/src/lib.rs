@@ -39,3 +39,14 @@ pub fn derive_topic(input: TokenStream) -> TokenStream {
 pub fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::subscriber(args.into(), input.into()).into()
 }
+
+/// Registers a function as an observer of every topic whose name matches a pattern, started
+/// by `Bus::new()`. See `eventbus::Bus::observe`.
+///
+/// `#[observer("orders.*", capacity = 1000, overflow = DropOldest)] fn audit(m: &AnyMessage)`:
+/// the pattern first (`*` one segment, `>` the rest), then any of `capacity`, `overflow`,
+/// `retries`, `backoff`, `name`, `filter` (a `fn(&AnyMessage) -> bool`) and `crate`.
+#[proc_macro_attribute]
+pub fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
+    expand::observer(args.into(), input.into()).into()
+}

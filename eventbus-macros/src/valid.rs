@@ -311,6 +311,38 @@ pub(crate) fn retention(
     }
 }
 
+/// An observer's pattern: topic-name segments split by `.`, where `*` is one segment and
+/// `>` the rest (last only). The same rules as the runtime's `Pattern::parse`.
+pub(crate) fn pattern(pattern: &LitStr, errors: &mut Errors) {
+    let text = pattern.value();
+    let parts: Vec<&str> = text.split('.').collect();
+    let last = parts.len() - 1;
+    let problem = if text.is_empty() {
+        Some("it is empty")
+    } else {
+        parts.iter().enumerate().find_map(|(at, part)| match *part {
+            "" => Some("it has an empty segment (`..`, or a `.` at either end)"),
+            ">" if at != last => Some("`>` may only be its last segment"),
+            ">" | "*" => None,
+            _ if part.contains(['*', '>']) => {
+                Some("`*` and `>` stand for whole segments: `orders.*`, not `orders*`")
+            }
+            _ if part.contains(char::is_whitespace) => Some("it has white space in a segment"),
+            _ => None,
+        })
+    };
+    if let Some(problem) = problem {
+        errors.spanned(
+            pattern,
+            format_args!(
+                "malformed pattern {text:?}: {problem}; a pattern is topic-name segments split \
+                 by `.`, where `*` matches one segment and `>` the rest, e.g. \"orders.*\" or \
+                 \"payments.>\""
+            ),
+        );
+    }
+}
+
 /// `"10ms"` as nanoseconds.
 pub(crate) fn parse_duration(text: &str) -> Result<u64, &'static str> {
     let text = text.trim();

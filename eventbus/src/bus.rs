@@ -11,8 +11,9 @@ use crate::handler::{Failure, GroupHandler};
 use crate::state::States;
 use crate::topic::{Refused, Wait};
 use crate::{
-    BusBuilder, BusStats, CloseReport, DeadLetter, Handler, Message, Options, PublishError,
-    PublishTimeoutError, State, SubscribeError, Subscription, Topic, TryPublishError,
+    AnyMessage, BusBuilder, BusStats, CloseReport, DeadLetter, Handler, HandlerResult, Message,
+    Options, PublishError, PublishTimeoutError, State, SubscribeError, Subscription, Topic,
+    TryPublishError,
 };
 
 /// A handle to an event bus.
@@ -382,6 +383,86 @@ impl Bus {
     ) -> Result<Subscription, SubscribeError> {
         let handler = Arc::new(move |message: &Message<T>| handler.call(message));
         let core = self.engine.subscribe_shared(options, handler)?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts an observer: a subscriber of every topic whose name matches `pattern`, those
+    /// made later included, whose handler gets each message as an [`AnyMessage`].
+    ///
+    /// A pattern is a topic name split at `.`: `*` matches one segment, `>` one or more
+    /// (last only), anything else that segment: `"orders.*"` matches `orders.placed`, not
+    /// `orders.placed.eu`; `"payments.>"` matches both `payments.refunded` and
+    /// `payments.card.declined`; `"orders.placed"` that topic only.
+    ///
+    /// An observer is a subscriber in every other way: its own bounded mailbox, worker,
+    /// overflow policy, retries, dead letters and stats (its stats' `topic` is the pattern).
+    /// It sees each topic's messages in that topic's order; messages of different topics in
+    /// the order they reached it. A topic made after the observer is observed from its first
+    /// message; one made before, from the next message published after `observe` returns.
+    /// A `Block` observer that is full holds up the publishers of every topic it observes.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::Pattern`] for a malformed pattern (empty, an empty segment as in
+    /// `orders..x`, `>` not last); [`SubscribeError::Group`] for `workers`;
+    /// [`SubscribeError::NoLog`] for a start other than now; otherwise as
+    /// [`try_subscribe`](Bus::try_subscribe). A filter on an observer takes `&AnyMessage`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{AnyMessage, Bus, Options, Topic};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// #[topic(name = "payments.card.declined")]
+    /// struct Declined { order: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let watch = bus
+    ///     .observe("payments.>", Options::default(), move |m: &AnyMessage| {
+    ///         tx.send(format!("{} #{}: {:?}", m.topic(), m.seq(), m)).unwrap()
+    ///     })
+    ///     .unwrap();
+    /// bus.publish(Declined { order: 9 }).unwrap(); // its topic is made now, and observed
+    /// watch.unsubscribe();
+    /// assert_eq!(rx.recv().unwrap(), "payments.card.declined #0: Declined { order: 9 }");
+    /// assert!(bus.observe("orders..x", Options::default(), |_: &AnyMessage| {}).is_err());
+    /// ```
+    pub fn observe<F, R>(
+        &self,
+        pattern: &str,
+        options: Options,
+        mut handler: F,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        F: FnMut(&AnyMessage) -> R + Send + 'static,
+        R: HandlerResult,
+    {
+        let core =
+            self.engine
+                .observe(pattern, options, move |message: &Message<AnyMessage>| {
+                    handler(message.payload()).into_result()
+                })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts a registered observer, whose handler also gets a handle to the bus.
+    pub(crate) fn observe_registered<H>(
+        &self,
+        pattern: &str,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        H: Fn(&AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
+    {
+        let bus = self.worker_handle();
+        let core =
+            self.engine
+                .observe(pattern, options, move |message: &Message<AnyMessage>| {
+                    handler(message.payload(), &bus)
+                })?;
         Ok(Subscription::new(Arc::clone(&self.engine), core))
     }
 

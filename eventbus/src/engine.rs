@@ -18,19 +18,21 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::dead_letter::{DeadLetterStore, Hook};
-use crate::deadlock::{self, RECHECK};
+use crate::deadlock::{self, TopicWaits, RECHECK};
 use crate::directory::Directory;
 use crate::group::{self, SharedRun};
 use crate::lifecycle::{Closed, Lifecycle};
 use crate::mailbox::{mailbox, shared_mailbox};
+use crate::message::AnyMessage;
 use crate::observe;
+use crate::observer::{Inlet, Pattern, Turn};
 use crate::state::States;
 use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 use crate::subscriber::{Consumer, SubscriptionCore};
 use crate::topic::{AnyTopic, Refused, Topic, TopicState, Wait};
 use crate::worker::thread::Run;
 use crate::worker::{self, Context, Source};
-use crate::{Message, Options, SubscribeError};
+use crate::{Message, Options, Retention, SubscribeError};
 use crate::{Overflow, Start as From};
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
@@ -47,6 +49,9 @@ pub(crate) struct Engine {
     topics: Arc<Directory>,
     /// Subscriptions not unsubscribed, in the order they started.
     subscriptions: Mutex<Vec<Entry>>,
+    /// Observers not unsubscribed, in the order they were added; held while a topic is
+    /// made (see `observer.rs`). Never held with `subscriptions`.
+    observers: Mutex<Vec<Arc<Inlet>>>,
     /// Whether the close has been announced (`tracing`).
     announced: AtomicBool,
     next_subscription: AtomicU64,
@@ -101,7 +106,24 @@ fn subscription_name(options: &Options, id: u64) -> String {
 
 struct Entry {
     core: Arc<SubscriptionCore>,
-    topic: Arc<dyn AnyTopic>,
+    /// Its topic; `None` for an observer, which may be on many.
+    topic: Option<Arc<dyn AnyTopic>>,
+}
+
+/// A pattern's text, kept for the life of the process (stats name an observer's "topic" by
+/// it): one copy per distinct pattern.
+fn interned(pattern: &str) -> &'static str {
+    static PATTERNS: std::sync::OnceLock<Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::OnceLock::new();
+    let mut patterns = PATTERNS.get_or_init(Default::default).lock();
+    match patterns.get(pattern) {
+        Some(kept) => kept,
+        None => {
+            let kept: &'static str = Box::leak(pattern.to_owned().into_boxed_str());
+            patterns.insert(kept);
+            kept
+        }
+    }
 }
 
 impl Engine {
@@ -120,6 +142,7 @@ impl Engine {
             states,
             topics,
             subscriptions: Mutex::new(Vec::new()),
+            observers: Mutex::new(Vec::new()),
             announced: AtomicBool::new(false),
             next_subscription: AtomicU64::new(1),
             #[cfg(feature = "tokio")]
@@ -159,10 +182,109 @@ impl Engine {
         }
     }
 
-    /// The topic's state, made on first use.
+    /// The topic's state, made on first use with the observers that match it: under their
+    /// lock, so an observer being added either finds the topic made or is given to it (see
+    /// `observer.rs`).
     fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
-        self.topics
-            .get_or_make(TypeId::of::<T>(), || Arc::new(TopicState::<T>::new()))
+        if let Some(topic) = self.topics.get(TypeId::of::<T>()) {
+            return topic;
+        }
+        let observers = self.observers.lock();
+        self.topics.get_or_make(TypeId::of::<T>(), || {
+            let topic = TopicState::<T>::new();
+            for observer in observers.iter().filter(|o| o.matches(T::name())) {
+                topic.attach(Arc::clone(observer));
+            }
+            Arc::new(topic)
+        })
+    }
+
+    /// Starts an observer of the topics whose names match `pattern` (`observer.rs`): a
+    /// mailbox of `AnyMessage`s, and a thread worker running `handler`.
+    pub(crate) fn observe(
+        &self,
+        pattern: &str,
+        options: Options,
+        handler: impl Run<AnyMessage>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let name = || subscription_name(&options, self.next_subscription.load(Relaxed));
+        let parsed = Pattern::parse(pattern).map_err(|why| SubscribeError::Pattern {
+            name: name(),
+            pattern: pattern.to_owned(),
+            why,
+        })?;
+        let topic = interned(pattern);
+        if is_group(&options) {
+            return Err(SubscribeError::Group {
+                name: name(),
+                topic,
+                why: "an observer has one worker, which sees each topic's messages in order",
+            });
+        }
+        if options.start != From::Now {
+            return Err(SubscribeError::NoLog {
+                name: name(),
+                topic,
+            });
+        }
+        self.subscribe_checked::<AnyMessage, _>(topic, None, options, 1, |this, id, options| {
+            let name: Arc<str> = subscription_name(&options, id).into();
+            this.start_observer(id, name, parsed, topic, options, handler)
+        })
+    }
+
+    fn start_observer(
+        &self,
+        id: u64,
+        name: Arc<str>,
+        pattern: Pattern,
+        topic: &'static str,
+        options: Options,
+        handler: impl Run<AnyMessage>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let context = Context {
+            bus: self.id,
+            lifecycle: Arc::clone(&self.lifecycle),
+            dead_letters: Arc::clone(&self.dead_letters),
+        };
+        let (turn, waits) = (Arc::new(Turn::default()), Arc::new(TopicWaits::default()));
+        let handouts = Inlet::handouts(&turn, &waits);
+        let (outbox, inbox) = mailbox(options.capacity, handouts, false, |retirer| {
+            SubscriptionCore::new(
+                id,
+                Arc::clone(&name),
+                topic,
+                options,
+                Consumer::Worker,
+                retirer,
+            )
+        });
+        let core = Arc::clone(&outbox.core);
+        self.lifecycle.started(Arc::clone(&core));
+        let spawned =
+            worker::thread::spawn(Source::Mailbox(inbox), Arc::clone(&core), context, handler);
+        if let Err(source) = spawned {
+            self.lifecycle.finished(&core);
+            return Err(SubscribeError::Spawn {
+                name: name.to_string(),
+                source,
+            });
+        }
+        let inlet = Arc::new(Inlet::new(pattern, turn, waits, outbox));
+        {
+            let mut observers = self.observers.lock();
+            observers.push(Arc::clone(&inlet));
+            for topic in self.topics.all() {
+                if inlet.matches(topic.name()) {
+                    topic.attach(Arc::clone(&inlet));
+                }
+            }
+        }
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic: None,
+        });
+        Ok(core)
     }
 
     /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`. A
@@ -227,7 +349,8 @@ impl Engine {
         } else {
             1
         };
-        self.subscribe_checked::<T, _>(options, mailboxes, |this, id, options| {
+        let (topic, retention) = (T::name(), T::retention());
+        self.subscribe_checked::<T, _>(topic, retention, options, mailboxes, |this, id, options| {
             this.start_group(id, name, options, handler)
         })
     }
@@ -315,16 +438,20 @@ impl Engine {
                       handler, or one async subscriber",
             });
         }
-        self.subscribe_checked::<T, _>(options, 1, |this, id, options| {
+        let (topic, retention) = (T::name(), T::retention());
+        self.subscribe_checked::<T, _>(topic, retention, options, 1, |this, id, options| {
             let name: Arc<str> = subscription_name(&options, id).into();
             this.start(id, name, options, consumer, start)
         })
     }
 
-    /// Checks `options` for a subscription of `T` with `mailboxes` mailboxes, then runs
-    /// `start` with the subscription's id, counted as a subscribe a close waits for.
-    fn subscribe_checked<T: Topic, S>(
+    /// Checks `options` for a subscription of `T` (named `topic`, keeping a log if
+    /// `retention`) with `mailboxes` mailboxes, then runs `start` with the subscription's id,
+    /// counted as a subscribe a close waits for.
+    fn subscribe_checked<T: 'static, S>(
         &self,
+        topic: &'static str,
+        retention: Option<Retention>,
         mut options: Options,
         mailboxes: usize,
         start: S,
@@ -343,7 +470,7 @@ impl Engine {
         if let Some(Err(written_for)) = options.key.as_ref().map(|k| k.check::<T>()) {
             return Err(SubscribeError::Key {
                 name: name.to_string(),
-                topic: T::name(),
+                topic,
                 written_for,
             });
         }
@@ -356,28 +483,28 @@ impl Engine {
         if let Some(Err(written_for)) = options.filter.as_ref().map(|f| f.check::<T>()) {
             return Err(SubscribeError::Filter {
                 name: name.to_string(),
-                topic: T::name(),
+                topic,
                 written_for,
             });
         }
-        match T::retention() {
+        match retention {
             None if options.start != From::Now => {
                 return Err(SubscribeError::NoLog {
                     name: name.to_string(),
-                    topic: T::name(),
+                    topic,
                 })
             }
             // A filter runs at hand-out, which a log topic does not do per subscription.
             Some(_) if options.filter.is_some() => {
                 return Err(SubscribeError::FilterOnLog {
                     name: name.to_string(),
-                    topic: T::name(),
+                    topic,
                 })
             }
             Some(_) if options.overflow == Overflow::DropNewest => {
                 return Err(SubscribeError::DropNewestOnLog {
                     name: name.to_string(),
-                    topic: T::name(),
+                    topic,
                 })
             }
             // A `Block` subscription on a log is at most the log behind: it is never lapped.
@@ -494,7 +621,7 @@ impl Engine {
         typed.add_all(outboxes);
         self.subscriptions.lock().push(Entry {
             core: Arc::clone(&core),
-            topic,
+            topic: Some(topic),
         });
         Ok(core)
     }
@@ -553,7 +680,7 @@ impl Engine {
         };
         self.subscriptions.lock().push(Entry {
             core: Arc::clone(&core),
-            topic,
+            topic: Some(topic),
         });
         Ok(core)
     }
@@ -590,8 +717,18 @@ impl Engine {
             let at = subscriptions.iter().position(|e| e.core.id == core.id);
             at.map(|at| subscriptions.remove(at))
         };
-        if let Some(entry) = entry {
-            entry.topic.remove(&core.mailbox_ids());
+        match entry {
+            Some(Entry {
+                topic: Some(topic), ..
+            }) => topic.remove(&core.mailbox_ids()),
+            Some(Entry { topic: None, .. }) => {
+                let mut observers = self.observers.lock();
+                observers.retain(|observer| observer.id() != core.id);
+                for topic in self.topics.all() {
+                    topic.remove(&[core.id]);
+                }
+            }
+            None => {}
         }
     }
 
@@ -663,7 +800,7 @@ impl Engine {
                     published: topic.published(),
                     subscribers: entries
                         .iter()
-                        .filter(|e| Arc::ptr_eq(&e.topic, topic))
+                        .filter(|e| e.topic.as_ref().is_some_and(|t| Arc::ptr_eq(t, topic)))
                         .count(),
                     retained: topic.log_extent().map(|(retained, _)| retained),
                     oldest: topic.log_extent().map(|(_, oldest)| oldest),

@@ -189,6 +189,16 @@ pub enum SubscribeError {
         /// Why not.
         why: &'static str,
     },
+    /// A malformed observer pattern: empty, an empty segment (`orders..x`), or `>` not
+    /// last.
+    Pattern {
+        /// The subscriber's name.
+        name: String,
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -283,6 +293,12 @@ impl fmt::Display for SubscribeError {
                 f,
                 "subscriber `{name}` of `{topic}` cannot be a consumer group: {why}"
             ),
+            SubscribeError::Pattern { name, pattern, why } => write!(
+                f,
+                "observer `{name}`: pattern {pattern:?} is malformed: {why}; a pattern is \
+                 topic-name segments split by `.`, where `*` matches one segment and `>` the \
+                 rest (last only), e.g. \"orders.*\" or \"payments.>\""
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -333,6 +349,7 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::Workers { .. }
             | SubscribeError::Key { .. }
             | SubscribeError::Group { .. }
+            | SubscribeError::Pattern { .. }
             | SubscribeError::FilterOnLog { .. }
             | SubscribeError::Closed { .. }
             | SubscribeError::NoLog { .. }

@@ -392,6 +392,50 @@
 //! assert!(group.workers.iter().any(|w| w.received >= 90));
 //! ```
 //!
+//! # 11. Observers of many topics
+//!
+//! An audit log, a debugger or a forwarder wants every topic of a kind, not one type:
+//! `#[observer("orders.*")]` (or [`Bus::observe`]) subscribes to every topic whose name
+//! matches, topics first published later included. A name is split at `.`: `*` matches one
+//! segment, `>` one or more (last only), anything else itself. The handler gets an
+//! [`AnyMessage`]: its topic, its seq, [`downcast_ref`](AnyMessage::downcast_ref), and a
+//! `Debug` that shows the value (when its type is `Debug`). An observer is a subscriber in
+//! every other way (mailbox, worker, overflow, retries, dead letters, stats) and sees each
+//! topic's messages in that topic's order. A full `Block` observer holds up every topic it
+//! observes, so an audit trail usually takes `DropOldest`. Priorities are left out on
+//! purpose: a priority mailbox would break the one order per topic.
+//!
+//! ```
+//! use eventbus::{observer, AnyMessage, Bus, Topic};
+//!
+//! #[derive(Topic, Debug)]
+//! #[topic(name = "orders.placed")]
+//! struct OrderPlaced { id: u64 }
+//!
+//! #[derive(Topic, Debug)]
+//! #[topic(name = "orders.shipped")]
+//! struct OrderShipped { id: u64 }
+//!
+//! static AUDIT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+//!
+//! #[observer("orders.*", capacity = 1000, overflow = DropOldest)]
+//! fn audit(m: &AnyMessage) {
+//!     AUDIT.lock().unwrap().push(format!("{} #{}: {:?}", m.topic(), m.seq(), m));
+//! }
+//!
+//! let bus = Bus::builder().registered().build();
+//! bus.publish(OrderPlaced { id: 1 }).unwrap();
+//! bus.publish(OrderShipped { id: 1 }).unwrap();
+//! bus.close();
+//! assert_eq!(
+//!     *AUDIT.lock().unwrap(),
+//!     [
+//!         "orders.placed #0: OrderPlaced { id: 1 }",
+//!         "orders.shipped #0: OrderShipped { id: 1 }",
+//!     ]
+//! );
+//! ```
+//!
 //! # Features
 //!
 //! - `tokio`: async subscribers (tokio tasks), `publish_async`, `close_async`, streams
@@ -400,7 +444,8 @@
 //!   once per topic, for a publish to a topic that has never had a subscriber (most likely
 //!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
 //!   Nothing is compiled in without it.
-//! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
+//! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata, and
+//!   `AnyMessage::to_json` for observers.
 
 #![deny(missing_docs)]
 
@@ -430,6 +475,7 @@ mod group;
 mod handler;
 mod message;
 mod observe;
+mod observer;
 mod options;
 mod shared;
 mod state;
@@ -445,9 +491,9 @@ pub use builder::{BuildError, BusBuilder};
 pub use bus::Bus;
 pub use dead_letter::DeadLetter;
 pub use error::{MissingState, PublishError, PublishTimeoutError, SubscribeError, TryPublishError};
-pub use eventbus_macros::{subscriber, Topic};
+pub use eventbus_macros::{observer, subscriber, Topic};
 pub use handler::{GroupHandler, Handler, HandlerResult};
-pub use message::Message;
+pub use message::{AnyMessage, Message};
 pub use options::{Options, Overflow, Retention, Start};
 pub use registry::RegisteredSubscriber;
 pub use state::State;
@@ -501,6 +547,74 @@ pub mod __private {
         H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
     {
         bus.subscribe_registered(options, handler)
+    }
+
+    /// Starts a registered observer, whose handler also gets the bus.
+    pub fn observe_registered<H>(
+        bus: &Bus,
+        pattern: &str,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        H: Fn(&crate::AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
+    {
+        bus.observe_registered(pattern, options, handler)
+    }
+
+    pub use crate::message::Serializable;
+
+    /// How `#[derive(Topic)]` records a type's `Debug` and `Serialize` for observers,
+    /// through autoref specialisation (as `Outcome`): `(&PayloadOf(value)).debug_payload(..)`
+    /// finds `ViaDebug` on `PayloadOf<T>` when `T: Debug`, else `DebugFallback` on
+    /// `&PayloadOf<T>`; the same for `serializable`.
+    pub struct PayloadOf<'a, T>(pub &'a T);
+
+    impl<T> std::fmt::Debug for PayloadOf<'_, T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("PayloadOf")
+        }
+    }
+
+    pub trait ViaDebug {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result;
+    }
+
+    impl<T: std::fmt::Debug> ViaDebug for PayloadOf<'_, T> {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, _: &str) -> std::fmt::Result {
+            std::fmt::Debug::fmt(self.0, f)
+        }
+    }
+
+    pub trait DebugFallback {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result;
+    }
+
+    impl<T> DebugFallback for &PayloadOf<'_, T> {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
+            write!(f, "<{name}>")
+        }
+    }
+
+    pub trait ViaSerialize<'a> {
+        fn serializable(&self) -> Option<&'a dyn Serializable>;
+    }
+
+    #[cfg(feature = "serde")]
+    impl<'a, T: serde::Serialize> ViaSerialize<'a> for PayloadOf<'a, T> {
+        fn serializable(&self) -> Option<&'a dyn Serializable> {
+            Some(self.0)
+        }
+    }
+
+    pub trait SerializeFallback<'a> {
+        fn serializable(&self) -> Option<&'a dyn Serializable>;
+    }
+
+    impl<'a, T> SerializeFallback<'a> for &PayloadOf<'a, T> {
+        fn serializable(&self) -> Option<&'a dyn Serializable> {
+            None
+        }
     }
 
     /// What a subscriber may take after its message: for now only `&Bus`.

@@ -170,7 +170,10 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// Appends message `seq` (the topic's next), waiting as `room_by` allows for `Block`
     /// subscriptions: `None` as long as it takes (a forced stop ends the wait and the message
     /// is appended anyway: accepted, then abandoned with the rest), `Some(None)` not at all,
-    /// `Some(Some(deadline))` until then. Called under the topic's order lock.
+    /// `Some(Some(deadline))` until then. Called under the topic's order lock. With `share`,
+    /// returns another reference to the message, for the topic's observers (made only when
+    /// asked: a reference costs an atomic).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &self,
         seq: u64,
@@ -179,7 +182,8 @@ impl<T: Send + Sync + 'static> Log<T> {
         stop: &Receiver<()>,
         waits: &TopicWaits,
         publisher: Option<&Arc<WaitNode>>,
-    ) -> Result<(), (T, NoRoom)> {
+        share: bool,
+    ) -> Result<Option<Message<T>>, (T, NoRoom)> {
         let mut ring = self.ring.lock();
         if seq >= ring.limit {
             match self.wait_for_room(&mut ring, seq, room_by, stop, waits, publisher) {
@@ -192,6 +196,8 @@ impl<T: Send + Sync + 'static> Log<T> {
             Some(reference) => Message::new(reference),
             None => unreachable!("`shared` hands out at least one reference"),
         };
+        // Another share of it, for the topic's observers.
+        let shared = share.then(|| message.clone());
         let now = Instant::now();
         let mut trimmed = Vec::new();
         while ring.entries.len() >= self.retention.messages {
@@ -208,7 +214,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         drop(ring);
         // User code (the payloads' `Drop`), run with the ring lock let go.
         drop(trimmed);
-        Ok(())
+        Ok(shared)
     }
 
     #[cold]
