@@ -460,3 +460,44 @@ fn an_observer_attribute_registers_an_observer() {
     let stats = bus.stats();
     assert_eq!(stats.subscriptions[0].topic, "orders.*");
 }
+
+#[derive(Topic, Debug)]
+#[topic(name = "loop.again")]
+struct Again(u64);
+
+/// An observer's handler publishing into a topic it observes, its own mailbox full: refused
+/// with `WouldDeadlock` before anything is numbered, never a frozen bus.
+#[test]
+fn an_observer_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
+    let bus = Bus::builder().build();
+    let outcomes: Seen<String> = Seen::new();
+    let record = outcomes.clone();
+    let handle = bus.clone();
+    let done = Signal::new();
+    let signal = done.clone();
+    let watch = bus
+        .observe(
+            "loop.*",
+            Options::default().capacity(1),
+            move |m: &AnyMessage| {
+                if m.downcast_ref::<Again>().map(|a| a.0) == Some(0) {
+                    // The mailbox is empty: this one fits; the next would wait on itself.
+                    record.push(format!("{:?}", handle.publish(Again(1)).map_err(|_| ())));
+                    let refused = matches!(
+                        handle.publish(Again(2)),
+                        Err(eventbus::PublishError::WouldDeadlock(Again(2)))
+                    );
+                    record.push(format!("refused: {refused}"));
+                    signal.send(0);
+                }
+            },
+        )
+        .unwrap();
+    bus.publish(Again(0)).unwrap();
+    assert_eq!(done.next(), 0);
+    let stats = watch.unsubscribe();
+    assert_eq!(outcomes.get(), ["Ok(1)", "refused: true"]);
+    assert_eq!((stats.received, stats.delivered, stats.dropped), (2, 2, 0));
+    assert_eq!(bus.stats().topics[0].published, 2);
+    bus.close();
+}

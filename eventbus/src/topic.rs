@@ -362,11 +362,19 @@ impl<T: Topic> TopicState<T> {
         // keeps it, and a full one can only get emptier.
         let _recorded = match (publisher, wait) {
             (Some(publisher), Wait::Forever | Wait::Until(_)) => {
-                let full = subscribers
+                let mut full: Vec<_> = subscribers
                     .iter()
                     .filter(|outbox| outbox.would_block() && outbox.wants(&payload))
                     .map(|outbox| Arc::clone(&outbox.core.node))
                     .collect();
+                // Full observers too, seen without their turns: enough to refuse a handler
+                // whose wait would lead back to it before anything is numbered.
+                full.extend(
+                    observers
+                        .iter()
+                        .filter(|inlet| inlet.outbox.would_block())
+                        .map(|inlet| Arc::clone(&inlet.outbox.core.node)),
+                );
                 match deadlock::record(&publisher.node, full) {
                     Ok(recorded) => Some(recorded),
                     Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
