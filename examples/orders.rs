@@ -1,15 +1,19 @@
 //! A small shop on the bus: an order service publishing from several threads, an email sender
-//! that is slow, a warehouse that fails now and then, and a price feed that keeps only the
-//! latest prices. Prints the stats table and the dead letters on close.
+//! that is slow, a warehouse of four workers (a consumer group: one customer's orders stay in
+//! order on one worker) that fails now and then, an audit observer of every `orders.*` topic,
+//! and a price feed that keeps only the latest prices. Prints the stats table, each warehouse
+//! worker's share and the dead letters on close.
 //!
 //! Run it with `cargo run --example orders`. With `-- --dashboard` (and feature
 //! `dashboard`) it keeps trading with the live page up until Ctrl-C.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use eventbus::{subscriber, Bus, Message, Topic};
+use eventbus::{observer, subscriber, AnyMessage, Bus, Message, Topic};
 
 #[derive(Topic, Debug, Clone)]
 #[topic(name = "orders.placed")]
@@ -55,13 +59,20 @@ fn send_email(order: &OrderPlaced) {
     let _ = order.customer;
 }
 
-static WAREHOUSE_CALLS: AtomicU64 = AtomicU64::new(0);
+/// Orders the warehouse has already been "busy" for once.
+static BUSY_ONCE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
 
-/// Fails now and then: every fifth call is "busy" (a retry fixes it); orders of more than
-/// nine items are out of stock (no retry helps, so they become dead letters).
-#[subscriber(retries = 2, backoff = "1ms", name = "warehouse")]
+fn customer_of(order: &OrderPlaced) -> u64 {
+    order.customer
+}
+
+/// Four workers, one mailbox each; a customer's orders always go to the same one, in order.
+/// Fails now and then: every fifth order is "busy" at its first attempt (a retry fixes it);
+/// orders of more than nine items are out of stock (no retry helps, so they become dead
+/// letters).
+#[subscriber(workers = 4, key = customer_of, capacity = 256, retries = 2, backoff = "1ms", name = "warehouse")]
 fn reserve_stock(order: &Message<OrderPlaced>, bus: &Bus) -> Result<(), WarehouseError> {
-    if WAREHOUSE_CALLS.fetch_add(1, Ordering::Relaxed) % 5 == 4 {
+    if order.id % 5 == 4 && BUSY_ONCE.lock().unwrap().insert(order.id) {
         return Err(WarehouseError::Busy);
     }
     if order.items > 9 {
@@ -75,6 +86,18 @@ fn reserve_stock(order: &Message<OrderPlaced>, bus: &Bus) -> Result<(), Warehous
 #[subscriber(name = "shipping")]
 fn ship(reserved: &StockReserved) {
     let _ = reserved.order;
+}
+
+static AUDITED: AtomicU64 = AtomicU64::new(0);
+
+/// Sees every order topic (`orders.placed`, and any `orders.*` added later), each in its
+/// topic's order. An audit trail must not slow the shop: it drops its oldest if it falls
+/// behind, and says how many in the stats.
+#[observer("orders.*", capacity = 1000, overflow = DropOldest, name = "audit")]
+fn audit(m: &AnyMessage) {
+    if AUDITED.fetch_add(1, Ordering::Relaxed) < 3 {
+        println!("audit: {} #{}: {:?}", m.topic(), m.seq(), m);
+    }
 }
 
 /// A display that only cares about the latest prices: a tiny mailbox that drops the oldest.
@@ -120,7 +143,19 @@ fn main() {
 
     bus.close();
 
-    println!("{}", bus.stats());
+    let stats = bus.stats();
+    println!();
+    println!("{stats}");
+    println!();
+    if let Some(warehouse) = stats.subscriptions.iter().find(|s| s.name == "warehouse") {
+        for worker in &warehouse.workers {
+            println!(
+                "warehouse worker {}: {} received, {} delivered, {} dead",
+                worker.index, worker.received, worker.delivered, worker.dead_lettered
+            );
+        }
+    }
+    println!("audit saw {} order(s)", AUDITED.load(Ordering::Relaxed));
     println!();
     let letters = bus.dead_letters();
     println!("{} dead letter(s):", letters.len());

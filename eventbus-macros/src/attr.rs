@@ -10,7 +10,7 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 use crate::errors::Errors;
 
 pub(crate) const SUBSCRIBER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, start, crate";
+    "capacity, overflow, retries, backoff, name, filter, start, workers, key, crate";
 pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, crate";
 
 /// `#[subscriber(...)]` as written.
@@ -23,6 +23,8 @@ pub(crate) struct SubscriberArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) filter: Option<Path>,
     pub(crate) start: Option<Expr>,
+    pub(crate) workers: Option<LitInt>,
+    pub(crate) key: Option<Path>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -64,6 +66,8 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
                 errors,
             ),
             "start" => set(&mut parsed.start, Some(value), &meta, errors),
+            "workers" => set(&mut parsed.workers, int(&key, value, errors), &meta, errors),
+            "key" => set(&mut parsed.key, key_function(value, errors), &meta, errors),
             "overflow" => {
                 let path = match value {
                     Expr::Path(path) if path.qself.is_none() => Some(path.path),
@@ -85,6 +89,53 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
         errors.push(error);
     }
     parsed
+}
+
+pub(crate) const OBSERVER_OPTIONS: &str =
+    "capacity, overflow, retries, backoff, name, filter, crate";
+
+/// `#[observer("pattern", ...)]` as written: the pattern, and the options (a subscriber's,
+/// less those an observer cannot take, which are reported).
+pub(crate) fn observer_args(
+    args: TokenStream,
+    errors: &mut Errors,
+) -> (Option<LitStr>, SubscriberArgs) {
+    let mut tokens = args.into_iter().peekable();
+    let first: TokenStream = tokens
+        .by_ref()
+        .take_while(|t| !matches!(t, proc_macro2::TokenTree::Punct(p) if p.as_char() == ','))
+        .collect();
+    let rest: TokenStream = tokens.collect();
+    let pattern = match syn::parse2::<LitStr>(first.clone()) {
+        Ok(pattern) => Some(pattern),
+        Err(_) => {
+            let message = "`#[observer]` takes a pattern of topic names first, e.g. \
+                           `#[observer(\"orders.*\", capacity = 1000)]`";
+            if first.is_empty() {
+                errors.at(proc_macro2::Span::call_site(), message);
+            } else {
+                errors.spanned(&first, message);
+            }
+            None
+        }
+    };
+    let mut parsed = subscriber_args(rest, errors);
+    let not_here = |errors: &mut Errors, key: &str, span: &dyn quote::ToTokens| {
+        errors.spanned(
+            span,
+            format_args!("`{key}` is not an observer option; expected one of: {OBSERVER_OPTIONS}"),
+        );
+    };
+    if let Some(workers) = parsed.workers.take() {
+        not_here(errors, "workers", &workers);
+    }
+    if let Some(key) = parsed.key.take() {
+        not_here(errors, "key", &key);
+    }
+    if let Some(start) = parsed.start.take() {
+        not_here(errors, "start", &start);
+    }
+    (pattern, parsed)
 }
 
 /// `#[topic(...)]` as written.
@@ -234,8 +285,25 @@ fn function(key: &str, value: Expr, errors: &mut Errors) -> Option<Path> {
     }
 }
 
+/// The path of a key function, as `key = customer_of` names one.
+fn key_function(value: Expr, errors: &mut Errors) -> Option<Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => Some(path.path),
+        other => {
+            errors.spanned(
+                other,
+                "`key` takes the path of a function `fn(&T) -> K` where `K: Hash`, e.g. \
+                 `key = customer_of`",
+            );
+            None
+        }
+    }
+}
+
 fn example(key: &str) -> &'static str {
     match key {
+        "workers" => "workers = 4",
+        "key" => "key = customer_of",
         "filter" => "filter = is_big",
         "crate" => "crate = my_framework::eventbus",
         "capacity" => "capacity = 100",

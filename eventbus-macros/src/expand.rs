@@ -28,9 +28,18 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let settings = valid::settings(attr::subscriber_args(args, &mut errors), &mut errors);
     let handler = valid::handler(&function, &mut errors);
+    if let (Some(handler), Some(at)) = (&handler, settings.workers_at) {
+        if handler.asynchronous && settings.workers != 1 {
+            errors.at(
+                at,
+                "an async subscriber cannot be a group yet: drop `workers`, or make the \
+                 handler a sync `fn`",
+            );
+        }
+    }
     match handler {
         Some(handler) if errors.is_empty() => {
-            let registration = registration(&handler, &settings);
+            let registration = registration(&handler, &settings, None);
             quote!(#function #registration)
         }
         _ => {
@@ -40,7 +49,67 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     }
 }
 
-fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
+/// `#[observer("pattern", ...)]`: a subscriber of every topic whose name matches.
+pub(crate) fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
+    let function: ItemFn = match syn::parse2(input.clone()) {
+        Ok(function) => function,
+        Err(_) => {
+            let error = syn::Error::new_spanned(
+                &input,
+                "`#[observer]` goes on a free function: `fn audit(m: &AnyMessage)`",
+            );
+            let error = error.into_compile_error();
+            return quote!(#input #error);
+        }
+    };
+    let mut errors = Errors::default();
+    let (pattern, args) = attr::observer_args(args, &mut errors);
+    let settings = valid::settings(args, &mut errors);
+    if let Some(pattern) = &pattern {
+        valid::pattern(pattern, &mut errors);
+    }
+    let handler = valid::handler(&function, &mut errors);
+    if let Some(handler) = &handler {
+        if handler.asynchronous {
+            errors.spanned(
+                function.sig.asyncness,
+                "an observer is a sync `fn` (async observers are not supported yet)",
+            );
+        }
+        let any_message = match handler.topic {
+            syn::Type::Path(path) => path
+                .path
+                .segments
+                .last()
+                .is_some_and(|last| last.ident == "AnyMessage" && last.arguments.is_none()),
+            _ => false,
+        };
+        if matches!(handler.message, MessageParam::Whole) || !any_message {
+            errors.spanned(
+                handler.topic,
+                "an observer takes `&AnyMessage`, which has the topic and seq: \
+                 `fn audit(m: &AnyMessage)`",
+            );
+        }
+    }
+    match (handler, pattern) {
+        (Some(handler), Some(pattern)) if errors.is_empty() => {
+            let registration = registration(&handler, &settings, Some(&pattern));
+            quote!(#function #registration)
+        }
+        _ => {
+            let errors = errors.into_compile_errors();
+            quote!(#function #errors)
+        }
+    }
+}
+
+/// A registration for a `#[subscriber]` or, with a `pattern`, an `#[observer]`.
+fn registration(
+    handler: &Handler<'_>,
+    settings: &Settings,
+    pattern: Option<&syn::LitStr>,
+) -> TokenStream {
     let function = &handler.function.sig.ident;
     let topic = handler.topic;
     // The runtime is named once, by an alias in the expansion's block, so that a wrong
@@ -58,6 +127,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
     // can hold it across `.await`s) and lends it to the function.
     let asynchronous = handler.asynchronous;
     let message = match (handler.message, asynchronous) {
+        (MessageParam::Payload, false) if pattern.is_some() => quote!(__message),
         (MessageParam::Payload, false) => quote!(#krate::Message::payload(__message)),
         (MessageParam::Whole, false) => quote!(__message),
         (MessageParam::Payload, true) => quote!(#krate::Message::payload(&__message)),
@@ -123,7 +193,26 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         let krate = at(krate, topic.span());
         quote_spanned!(topic.span()=> #krate::__private::subscribe_registered::<#topic, _>)
     };
-    let handle = if asynchronous {
+    let handle = if let Some(pattern) = pattern {
+        // Spanned so that a first parameter that is not `&AnyMessage` is reported on it.
+        let observe = {
+            let krate = at(krate, topic.span());
+            quote_spanned!(topic.span()=> #krate::__private::observe_registered)
+        };
+        let parameter = quote_spanned!(topic.span()=> &#topic);
+        quote! {
+            #observe(
+                bus,
+                #pattern,
+                options,
+                move |__message: #parameter, __bus: &#krate::Bus| {
+                    use #krate::__private::{ViaError as _, ViaHandlerResult as _};
+                    let _ = __bus;
+                    #result
+                },
+            )
+        }
+    } else if asynchronous {
         // Spanned so that a future that is not `Send`, or a missing `tokio` feature, is
         // reported at the handler.
         let span = handler.function.sig.ident.span();
@@ -172,13 +261,25 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
         retries,
         backoff_nanos,
         start: from,
+        workers,
         ..
     } = settings;
     // Spanned so that a filter of the wrong type is reported on its path.
     let filter = settings.filter.as_ref().map(|filter| {
         let krate = at(krate, filter.span());
+        let of = match pattern {
+            Some(_) => quote!(#krate::AnyMessage),
+            None => quote!(#topic),
+        };
         quote_spanned! {filter.span()=>
-            let options = #krate::Options::filter::<#topic>(options, #filter);
+            let options = #krate::Options::filter::<#of>(options, #filter);
+        }
+    });
+    // Spanned so that a key function of the wrong type is reported on its path.
+    let key = settings.key.as_ref().map(|key| {
+        let krate = at(krate, key.span());
+        quote_spanned! {key.span()=>
+            let options = #krate::Options::key::<#topic, _>(options, #key);
         }
     });
     let from = match *from {
@@ -199,22 +300,33 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
     });
     let start = format_ident!("__eventbus_start_{}", function);
     let topic_name = format_ident!("__eventbus_topic_{}", function);
+    let topic_fn = match pattern {
+        Some(pattern) => quote! {
+            fn #topic_name() -> &'static str {
+                #pattern
+            }
+        },
+        None => quote! {
+            fn #topic_name() -> &'static str {
+                use #krate::__private::{TopicNameFallback as _, TopicNameOfTopic as _};
+                (&#krate::__private::TopicName::<#topic>::NEW).name()
+            }
+        },
+    };
     quote! {
         #[doc(hidden)]
         const _: () = {
             use #runtime #alias;
 
             #refuse_drop_newest
-            fn #topic_name() -> &'static str {
-                use #krate::__private::{TopicNameFallback as _, TopicNameOfTopic as _};
-                (&#krate::__private::TopicName::<#topic>::NEW).name()
-            }
+            #topic_fn
             fn #start(
                 bus: &#krate::Bus,
                 options: #krate::Options,
             ) -> ::core::result::Result<#krate::Subscription, #krate::SubscribeError> {
                 #(#resolve)*
                 #filter
+                #key
                 #handle
             }
             #krate::__private::inventory::submit! {
@@ -227,6 +339,7 @@ fn registration(handler: &Handler<'_>, settings: &Settings) -> TokenStream {
                     overflow: #krate::Overflow::#overflow,
                     retries: #retries,
                     backoff_nanos: #backoff_nanos,
+                    workers: #workers,
                     from: #from,
                     states: &[#(#states),*],
                     asynchronous: #asynchronous,
@@ -320,6 +433,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
     if !generics_ok {
         return errors;
     }
+    let shown = ident.to_string();
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Topic for #ident #ty_generics #where_clause {
@@ -327,6 +441,19 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
                 #body
             }
             #retention
+            fn __debug(
+                value: &Self,
+                f: &mut ::core::fmt::Formatter<'_>,
+            ) -> ::core::fmt::Result {
+                use #krate::__private::{DebugFallback as _, ViaDebug as _};
+                (&#krate::__private::PayloadOf(value)).debug_payload(f, #shown)
+            }
+            fn __serializable(
+                value: &Self,
+            ) -> ::core::option::Option<&dyn #krate::__private::Serializable> {
+                use #krate::__private::{SerializeFallback as _, ViaSerialize as _};
+                (&#krate::__private::PayloadOf(value)).serializable()
+            }
         }
         #errors
     }

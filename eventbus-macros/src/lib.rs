@@ -29,11 +29,24 @@ pub fn derive_topic(input: TokenStream) -> TokenStream {
 /// Registers a function as a subscriber, started by `Bus::new()`. See `eventbus`'s crate docs.
 ///
 /// Options, all optional: `capacity = 100`, `overflow = Block | DropOldest | DropNewest`,
-/// `retries = 3`, `backoff = "10ms"`, `name = "billing"`, and `crate = path`: the path the
+/// `retries = 3`, `backoff = "10ms"`, `name = "billing"`, `filter = is_big`,
+/// `start = Earliest`, `workers = 4` (a consumer group), `key = customer_of` (its workers
+/// chosen by key), and `crate = path`: the path the
 /// expansion names `eventbus` by (default `::eventbus`), for a crate that re-exports
 /// `eventbus` (`crate = my_framework::eventbus`). It is a path, not a string, resolved where
 /// the attribute is used.
 #[proc_macro_attribute]
 pub fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::subscriber(args.into(), input.into()).into()
+}
+
+/// Registers a function as an observer of every topic whose name matches a pattern, started
+/// by `Bus::new()`. See `eventbus::Bus::observe`.
+///
+/// `#[observer("orders.*", capacity = 1000, overflow = DropOldest)] fn audit(m: &AnyMessage)`:
+/// the pattern first (`*` one segment, `>` the rest), then any of `capacity`, `overflow`,
+/// `retries`, `backoff`, `name`, `filter` (a `fn(&AnyMessage) -> bool`) and `crate`.
+#[proc_macro_attribute]
+pub fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
+    expand::observer(args.into(), input.into()).into()
 }

@@ -3,7 +3,7 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{FnArg, ItemFn, LitStr, Path, Type};
+use syn::{FnArg, ItemFn, LitInt, LitStr, Path, Type};
 
 use crate::ast::{Extra, Handler};
 use crate::attr::{path_text, SubscriberArgs};
@@ -11,6 +11,8 @@ use crate::errors::Errors;
 
 /// The same bound as the runtime's `MAX_CAPACITY`.
 const MAX_CAPACITY: usize = 1 << 24;
+/// The same bound as the runtime's `MAX_WORKERS`.
+const MAX_WORKERS: usize = 256;
 const DEFAULT_CAPACITY: usize = 1024;
 const DEFAULT_BACKOFF_NANOS: u64 = 10_000_000;
 
@@ -91,6 +93,12 @@ pub(crate) struct Settings {
     pub(crate) filter: Option<syn::Path>,
     /// `start = ...`: where a subscription to a log topic starts.
     pub(crate) start: StartAt,
+    /// `workers = N`: a consumer group's size (1: no group).
+    pub(crate) workers: usize,
+    /// Where `workers = N` was written.
+    pub(crate) workers_at: Option<proc_macro2::Span>,
+    /// `key = path`: a function `fn(&T) -> K` where `K: Hash`.
+    pub(crate) key: Option<syn::Path>,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
     pub(crate) krate: TokenStream,
 }
@@ -173,6 +181,43 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         .start
         .as_ref()
         .map_or(StartAt::Now, |value| start(value, errors));
+    let workers = match &args.workers {
+        None => 1,
+        Some(lit) => match lit.base10_parse::<usize>() {
+            Ok(0) => {
+                errors.spanned(
+                    lit,
+                    "`workers` may not be 0: a group has at least one worker",
+                );
+                1
+            }
+            Ok(n) if n > MAX_WORKERS => {
+                errors.spanned(
+                    lit,
+                    format_args!("`workers` may be at most {MAX_WORKERS} (one thread each)"),
+                );
+                1
+            }
+            Ok(n) => n,
+            Err(_) => {
+                errors.spanned(
+                    lit,
+                    format_args!("`workers` takes a whole number from 1 to {MAX_WORKERS}"),
+                );
+                1
+            }
+        },
+    };
+    if let Some(key) = &args.key {
+        let parsed = args.workers.as_ref().map(LitInt::base10_parse::<usize>);
+        if matches!(parsed, None | Some(Ok(1))) {
+            errors.spanned(
+                key,
+                "`key` picks one of a group's workers: add `workers = N` (N > 1), e.g. \
+                 `#[subscriber(workers = 4, key = customer_of)]`",
+            );
+        }
+    }
     Settings {
         capacity,
         overflow,
@@ -181,6 +226,9 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         name: args.name,
         filter: args.filter,
         start,
+        workers,
+        workers_at: args.workers.as_ref().map(LitInt::span),
+        key: args.key,
         krate: crate_path(args.krate, errors),
     }
 }
@@ -260,6 +308,38 @@ pub(crate) fn retention(
             errors.spanned(retain, "`retain` is too large for a `usize`");
             None
         }
+    }
+}
+
+/// An observer's pattern: topic-name segments split by `.`, where `*` is one segment and
+/// `>` the rest (last only). The same rules as the runtime's `Pattern::parse`.
+pub(crate) fn pattern(pattern: &LitStr, errors: &mut Errors) {
+    let text = pattern.value();
+    let parts: Vec<&str> = text.split('.').collect();
+    let last = parts.len() - 1;
+    let problem = if text.is_empty() {
+        Some("it is empty")
+    } else {
+        parts.iter().enumerate().find_map(|(at, part)| match *part {
+            "" => Some("it has an empty segment (`..`, or a `.` at either end)"),
+            ">" if at != last => Some("`>` may only be its last segment"),
+            ">" | "*" => None,
+            _ if part.contains(['*', '>']) => {
+                Some("`*` and `>` stand for whole segments: `orders.*`, not `orders*`")
+            }
+            _ if part.contains(char::is_whitespace) => Some("it has white space in a segment"),
+            _ => None,
+        })
+    };
+    if let Some(problem) = problem {
+        errors.spanned(
+            pattern,
+            format_args!(
+                "malformed pattern {text:?}: {problem}; a pattern is topic-name segments split \
+                 by `.`, where `*` matches one segment and `>` the rest, e.g. \"orders.*\" or \
+                 \"payments.>\""
+            ),
+        );
     }
 }
 

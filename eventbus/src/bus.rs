@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use crate::dead_letter::Hook;
 use crate::engine::Engine;
-use crate::handler::Failure;
+use crate::handler::{Failure, GroupHandler};
 use crate::state::States;
 use crate::topic::{Refused, Wait};
 use crate::{
-    BusBuilder, BusStats, CloseReport, DeadLetter, Handler, Message, Options, PublishError,
-    PublishTimeoutError, RedeliverError, State, SubscribeError, Subscription, Topic,
-    TryPublishError,
+    AnyMessage, BusBuilder, BusStats, CloseReport, DeadLetter, Handler, HandlerResult, Message,
+    Options, PublishError, PublishTimeoutError, RedeliverError, State, SubscribeError,
+    Subscription, Topic, TryPublishError,
 };
 
 /// A handle to an event bus.
@@ -266,6 +266,11 @@ impl Bus {
     /// The handler is `FnMut(&Message<T>) -> R` where `R` is `()` or `Result<(), E>` with
     /// `E: Display`; name the message type on the closure's parameter.
     ///
+    /// With options that make a consumer group ([`Options::workers`]), the group's workers
+    /// take turns at this one `FnMut` handler (each message still goes to one worker, and
+    /// one key's messages stay in order); for workers that run at once, use
+    /// [`subscribe_group`](Bus::subscribe_group) with an `Fn + Send + Sync` handler.
+    ///
     /// # Panics
     ///
     /// If the options are refused (a capacity of 0 or above [`Options::MAX_CAPACITY`]), the
@@ -316,20 +321,164 @@ impl Bus {
         Ok(Subscription::new(Arc::clone(&self.engine), core))
     }
 
+    /// Starts a consumer group of `T` ([`Options::workers`], [`Options::key`]) whose
+    /// workers run `handler` at once, each on its own thread: an
+    /// `Fn(&Message<T>) -> R + Send + Sync` where `R` is `()` or `Result<(), E>` with
+    /// `E: Display`. With options that ask for no group, it is a subscription like
+    /// [`subscribe`](Bus::subscribe)'s.
+    ///
+    /// # Panics
+    ///
+    /// If the options are refused (see [`try_subscribe_group`](Bus::try_subscribe_group)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Resize { image: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let done = Arc::new(AtomicU64::new(0));
+    /// let counted = Arc::clone(&done);
+    /// // No key: the four workers share one mailbox, in no promised order.
+    /// let resizers = bus.subscribe_group::<Resize>(
+    ///     Options::default().workers(4).name("resize"),
+    ///     move |_: &Message<Resize>| {
+    ///         counted.fetch_add(1, Ordering::Relaxed);
+    ///     },
+    /// );
+    /// for image in 0..40 {
+    ///     bus.publish(Resize { image }).unwrap();
+    /// }
+    /// let stats = resizers.unsubscribe();
+    /// assert_eq!(done.load(Ordering::Relaxed), 40);
+    /// assert_eq!((stats.received, stats.delivered, stats.workers.len()), (40, 40, 4));
+    /// ```
+    pub fn subscribe_group<T: Topic>(
+        &self,
+        options: Options,
+        handler: impl GroupHandler<T>,
+    ) -> Subscription {
+        self.try_subscribe_group(options, handler)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Starts a consumer group like [`subscribe_group`](Bus::subscribe_group), saying why it
+    /// cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError`]: as [`try_subscribe`](Bus::try_subscribe), and
+    /// [`SubscribeError::Workers`] (0 or more than [`Options::MAX_WORKERS`]),
+    /// [`SubscribeError::Key`] (a key for another topic), [`SubscribeError::Group`] (a group
+    /// on a log topic, or a key with one worker).
+    pub fn try_subscribe_group<T: Topic>(
+        &self,
+        options: Options,
+        handler: impl GroupHandler<T>,
+    ) -> Result<Subscription, SubscribeError> {
+        let handler = Arc::new(move |message: &Message<T>| handler.call(message));
+        let core = self.engine.subscribe_shared(options, handler)?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts an observer: a subscriber of every topic whose name matches `pattern`, those
+    /// made later included, whose handler gets each message as an [`AnyMessage`].
+    ///
+    /// A pattern is a topic name split at `.`: `*` matches one segment, `>` one or more
+    /// (last only), anything else that segment: `"orders.*"` matches `orders.placed`, not
+    /// `orders.placed.eu`; `"payments.>"` matches both `payments.refunded` and
+    /// `payments.card.declined`; `"orders.placed"` that topic only.
+    ///
+    /// An observer is a subscriber in every other way: its own bounded mailbox, worker,
+    /// overflow policy, retries, dead letters and stats (its stats' `topic` is the pattern).
+    /// It sees each topic's messages in that topic's order; messages of different topics in
+    /// the order they reached it. A topic made after the observer is observed from its first
+    /// message; one made before, from the next message published after `observe` returns.
+    /// A `Block` observer that is full holds up the publishers of every topic it observes.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::Pattern`] for a malformed pattern (empty, an empty segment as in
+    /// `orders..x`, `>` not last); [`SubscribeError::Group`] for `workers`;
+    /// [`SubscribeError::NoLog`] for a start other than now; otherwise as
+    /// [`try_subscribe`](Bus::try_subscribe). A filter on an observer takes `&AnyMessage`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{AnyMessage, Bus, Options, Topic};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// #[topic(name = "payments.card.declined")]
+    /// struct Declined { order: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let watch = bus
+    ///     .observe("payments.>", Options::default(), move |m: &AnyMessage| {
+    ///         tx.send(format!("{} #{}: {:?}", m.topic(), m.seq(), m)).unwrap()
+    ///     })
+    ///     .unwrap();
+    /// bus.publish(Declined { order: 9 }).unwrap(); // its topic is made now, and observed
+    /// watch.unsubscribe();
+    /// assert_eq!(rx.recv().unwrap(), "payments.card.declined #0: Declined { order: 9 }");
+    /// assert!(bus.observe("orders..x", Options::default(), |_: &AnyMessage| {}).is_err());
+    /// ```
+    pub fn observe<F, R>(
+        &self,
+        pattern: &str,
+        options: Options,
+        mut handler: F,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        F: FnMut(&AnyMessage) -> R + Send + 'static,
+        R: HandlerResult,
+    {
+        let core =
+            self.engine
+                .observe(pattern, options, move |message: &Message<AnyMessage>| {
+                    handler(message.payload()).into_result()
+                })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts a registered observer, whose handler also gets a handle to the bus.
+    pub(crate) fn observe_registered<H>(
+        &self,
+        pattern: &str,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        H: Fn(&AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
+    {
+        let bus = self.worker_handle();
+        let core =
+            self.engine
+                .observe(pattern, options, move |message: &Message<AnyMessage>| {
+                    handler(message.payload(), &bus)
+                })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
     /// Starts a registered subscriber, whose handler also gets a handle to the bus.
     pub(crate) fn subscribe_registered<T, H>(
         &self,
         options: Options,
-        mut handler: H,
+        handler: H,
     ) -> Result<Subscription, SubscribeError>
     where
         T: Topic,
-        H: FnMut(&Message<T>, &Bus) -> Result<(), Failure> + Send + 'static,
+        H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
     {
         let bus = self.worker_handle();
-        let core = self
-            .engine
-            .subscribe(options, move |message: &Message<T>| handler(message, &bus))?;
+        let handler = Arc::new(move |message: &Message<T>| handler(message, &bus));
+        let core = self.engine.subscribe_shared(options, handler)?;
         Ok(Subscription::new(Arc::clone(&self.engine), core))
     }
 

@@ -65,6 +65,14 @@ impl Directory {
         None
     }
 
+    /// The topic, if someone has made it: in the table or the overflow map.
+    pub(crate) fn get(&self, key: TypeId) -> Option<Arc<dyn AnyTopic>> {
+        if let Some(topic) = self.find(key) {
+            return Some(Arc::clone(topic));
+        }
+        self.overflow.load().get(&key).cloned()
+    }
+
     /// The topic, made with `make` if no one has made it yet.
     pub(crate) fn get_or_make(
         &self,

@@ -18,18 +18,21 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::dead_letter::{DeadLetterStore, Hook};
-use crate::deadlock::{self, RECHECK};
+use crate::deadlock::{self, TopicWaits, RECHECK};
 use crate::directory::Directory;
+use crate::group::{self, SharedRun};
 use crate::lifecycle::{Closed, Lifecycle};
-use crate::mailbox::mailbox;
+use crate::mailbox::{mailbox, shared_mailbox};
+use crate::message::AnyMessage;
 use crate::observe;
+use crate::observer::{Inlet, Pattern, Turn};
 use crate::state::States;
 use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 use crate::subscriber::{Consumer, SubscriptionCore};
 use crate::topic::{AnyTopic, Redelivery, Refused, Topic, TopicState, Wait};
 use crate::worker::thread::Run;
 use crate::worker::{self, Context, Source};
-use crate::{DeadLetter, Options, RedeliverError, SubscribeError};
+use crate::{DeadLetter, Message, Options, RedeliverError, Retention, SubscribeError};
 use crate::{Overflow, Start as From};
 
 /// The size of one mailbox slot: a pointer to the shared message and the channel's stamp.
@@ -46,6 +49,9 @@ pub(crate) struct Engine {
     topics: Arc<Directory>,
     /// Subscriptions not unsubscribed, in the order they started.
     subscriptions: Mutex<Vec<Entry>>,
+    /// Observers not unsubscribed, in the order they were added; held while a topic is
+    /// made (see `observer.rs`). Never held with `subscriptions`.
+    observers: Mutex<Vec<Arc<Inlet>>>,
     /// Whether the close has been announced (`tracing`).
     announced: AtomicBool,
     next_subscription: AtomicU64,
@@ -63,6 +69,11 @@ impl<T, F> Start<T> for F where
 {
 }
 
+/// Whether the options ask for a consumer group: more workers than one, or a key.
+fn is_group(options: &Options) -> bool {
+    options.workers != 1 || options.key.is_some()
+}
+
 /// A subscription's name: the one given, else `subscription-N`.
 fn subscription_name(options: &Options, id: u64) -> String {
     match &options.name {
@@ -73,7 +84,24 @@ fn subscription_name(options: &Options, id: u64) -> String {
 
 struct Entry {
     core: Arc<SubscriptionCore>,
-    topic: Arc<dyn AnyTopic>,
+    /// Its topic; `None` for an observer, which may be on many.
+    topic: Option<Arc<dyn AnyTopic>>,
+}
+
+/// A pattern's text, kept for the life of the process (stats name an observer's "topic" by
+/// it): one copy per distinct pattern.
+fn interned(pattern: &str) -> &'static str {
+    static PATTERNS: std::sync::OnceLock<Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::OnceLock::new();
+    let mut patterns = PATTERNS.get_or_init(Default::default).lock();
+    match patterns.get(pattern) {
+        Some(kept) => kept,
+        None => {
+            let kept: &'static str = Box::leak(pattern.to_owned().into_boxed_str());
+            patterns.insert(kept);
+            kept
+        }
+    }
 }
 
 impl Engine {
@@ -92,6 +120,7 @@ impl Engine {
             states,
             topics,
             subscriptions: Mutex::new(Vec::new()),
+            observers: Mutex::new(Vec::new()),
             announced: AtomicBool::new(false),
             next_subscription: AtomicU64::new(1),
             #[cfg(feature = "tokio")]
@@ -131,20 +160,176 @@ impl Engine {
         }
     }
 
-    /// The topic's state, made on first use.
+    /// The topic's state, made on first use with the observers that match it: under their
+    /// lock, so an observer being added either finds the topic made or is given to it (see
+    /// `observer.rs`).
     fn topic<T: Topic>(&self) -> Arc<dyn AnyTopic> {
-        self.topics
-            .get_or_make(TypeId::of::<T>(), || Arc::new(TopicState::<T>::new()))
+        if let Some(topic) = self.topics.get(TypeId::of::<T>()) {
+            return topic;
+        }
+        let observers = self.observers.lock();
+        self.topics.get_or_make(TypeId::of::<T>(), || {
+            let topic = TopicState::<T>::new();
+            for observer in observers.iter().filter(|o| o.matches(T::name())) {
+                topic.attach(Arc::clone(observer));
+            }
+            Arc::new(topic)
+        })
     }
 
-    /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`.
+    /// Starts an observer of the topics whose names match `pattern` (`observer.rs`): a
+    /// mailbox of `AnyMessage`s, and a thread worker running `handler`.
+    pub(crate) fn observe(
+        &self,
+        pattern: &str,
+        options: Options,
+        handler: impl Run<AnyMessage>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let name = || subscription_name(&options, self.next_subscription.load(Relaxed));
+        let parsed = Pattern::parse(pattern).map_err(|why| SubscribeError::Pattern {
+            name: name(),
+            pattern: pattern.to_owned(),
+            why,
+        })?;
+        let topic = interned(pattern);
+        if is_group(&options) {
+            return Err(SubscribeError::Group {
+                name: name(),
+                topic,
+                why: "an observer has one worker, which sees each topic's messages in order",
+            });
+        }
+        if options.start != From::Now {
+            return Err(SubscribeError::NoLog {
+                name: name(),
+                topic,
+            });
+        }
+        self.subscribe_checked::<AnyMessage, _>(topic, None, options, 1, |this, id, options| {
+            let name: Arc<str> = subscription_name(&options, id).into();
+            this.start_observer(id, name, parsed, topic, options, handler)
+        })
+    }
+
+    fn start_observer(
+        &self,
+        id: u64,
+        name: Arc<str>,
+        pattern: Pattern,
+        topic: &'static str,
+        options: Options,
+        handler: impl Run<AnyMessage>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let context = Context {
+            bus: self.id,
+            lifecycle: Arc::clone(&self.lifecycle),
+            dead_letters: Arc::clone(&self.dead_letters),
+        };
+        let (turn, waits) = (Arc::new(Turn::default()), Arc::new(TopicWaits::default()));
+        let handouts = Inlet::handouts(&turn, &waits);
+        let (outbox, inbox) = mailbox(options.capacity, handouts, false, |retirer| {
+            SubscriptionCore::new(
+                id,
+                Arc::clone(&name),
+                topic,
+                options,
+                Consumer::Worker,
+                retirer,
+            )
+        });
+        let core = Arc::clone(&outbox.core);
+        self.lifecycle.started(Arc::clone(&core));
+        let spawned =
+            worker::thread::spawn(Source::Mailbox(inbox), Arc::clone(&core), context, handler);
+        if let Err(source) = spawned {
+            self.lifecycle.finished(&core);
+            return Err(SubscribeError::Spawn {
+                name: name.to_string(),
+                source,
+            });
+        }
+        let inlet = Arc::new(Inlet::new(pattern, turn, waits, outbox));
+        {
+            let mut observers = self.observers.lock();
+            observers.push(Arc::clone(&inlet));
+            for topic in self.topics.all() {
+                if inlet.matches(topic.name()) {
+                    topic.attach(Arc::clone(&inlet));
+                }
+            }
+        }
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic: None,
+        });
+        Ok(core)
+    }
+
+    /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`. A
+    /// group's workers take turns at `handler`, which is `FnMut`.
     pub(crate) fn subscribe<T: Topic>(
         &self,
         options: Options,
         handler: impl Run<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        if is_group(&options) {
+            let turns = Mutex::new(handler);
+            return self
+                .subscribe_group(options, Arc::new(move |m: &Message<T>| (turns.lock())(m)));
+        }
         self.subscribe_with(options, Consumer::Worker, |inbox, core, context| {
             worker::thread::spawn(inbox, core, context, handler)
+        })
+    }
+
+    /// Starts a subscription of `T` whose handler its workers may call at once: a group if
+    /// the options ask for one.
+    pub(crate) fn subscribe_shared<T: Topic>(
+        &self,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        if is_group(&options) {
+            return self.subscribe_group(options, handler);
+        }
+        self.subscribe_with(options, Consumer::Worker, |inbox, core, context| {
+            worker::thread::spawn(inbox, core, context, move |m: &Message<T>| handler(m))
+        })
+    }
+
+    /// Starts a consumer group of `T` (`group.rs`): `options.workers` thread workers running
+    /// `handler`, with a mailbox each (a key) or one they share (no key).
+    fn subscribe_group<T: Topic>(
+        &self,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let name: Arc<str> =
+            subscription_name(&options, self.next_subscription.load(Relaxed)).into();
+        let group = |why| SubscribeError::Group {
+            name: name.to_string(),
+            topic: T::name(),
+            why,
+        };
+        if T::retention().is_some() {
+            return Err(group(
+                "a log topic's subscription reads its log at one position, which a group's \
+                 workers cannot share",
+            ));
+        }
+        if options.key.is_some() && options.workers == 1 {
+            return Err(group(
+                "a key picks one of a group's workers: ask for `workers(n)` with n > 1",
+            ));
+        }
+        let mailboxes = if options.key.is_some() {
+            options.workers
+        } else {
+            1
+        };
+        let (topic, retention) = (T::name(), T::retention());
+        self.subscribe_checked::<T, _>(topic, retention, options, mailboxes, |this, id, options| {
+            this.start_group(id, name, options, handler)
         })
     }
 
@@ -216,12 +401,55 @@ impl Engine {
     /// Starts a subscription of `T` whose mailbox `start` hands to its consumer.
     fn subscribe_with<T: Topic>(
         &self,
-        mut options: Options,
+        options: Options,
         consumer: Consumer,
         start: impl Start<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        if is_group(&options) {
+            // Only thread workers make groups (see `subscribe_group`).
+            return Err(SubscribeError::Group {
+                name: subscription_name(&options, self.next_subscription.load(Relaxed)),
+                topic: T::name(),
+                why: "async subscribers and streams cannot be groups yet: subscribe a sync \
+                      handler, or one async subscriber",
+            });
+        }
+        let (topic, retention) = (T::name(), T::retention());
+        self.subscribe_checked::<T, _>(topic, retention, options, 1, |this, id, options| {
+            let name: Arc<str> = subscription_name(&options, id).into();
+            this.start(id, name, options, consumer, start)
+        })
+    }
+
+    /// Checks `options` for a subscription of `T` (named `topic`, keeping a log if
+    /// `retention`) with `mailboxes` mailboxes, then runs `start` with the subscription's id,
+    /// counted as a subscribe a close waits for.
+    fn subscribe_checked<T: 'static, S>(
+        &self,
+        topic: &'static str,
+        retention: Option<Retention>,
+        mut options: Options,
+        mailboxes: usize,
+        start: S,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError>
+    where
+        S: FnOnce(&Self, u64, Options) -> Result<Arc<SubscriptionCore>, SubscribeError>,
+    {
         let id = self.next_subscription.fetch_add(1, Relaxed);
         let name: Arc<str> = subscription_name(&options, id).into();
+        if options.workers == 0 || options.workers > Options::MAX_WORKERS {
+            return Err(SubscribeError::Workers {
+                name: name.to_string(),
+                workers: options.workers,
+            });
+        }
+        if let Some(Err(written_for)) = options.key.as_ref().map(|k| k.check::<T>()) {
+            return Err(SubscribeError::Key {
+                name: name.to_string(),
+                topic,
+                written_for,
+            });
+        }
         if options.capacity == 0 || options.capacity > Options::MAX_CAPACITY {
             return Err(SubscribeError::Capacity {
                 name: name.to_string(),
@@ -231,21 +459,21 @@ impl Engine {
         if let Some(Err(written_for)) = options.filter.as_ref().map(|f| f.check::<T>()) {
             return Err(SubscribeError::Filter {
                 name: name.to_string(),
-                topic: T::name(),
+                topic,
                 written_for,
             });
         }
-        match T::retention() {
+        match retention {
             None if options.start != From::Now => {
                 return Err(SubscribeError::NoLog {
                     name: name.to_string(),
-                    topic: T::name(),
+                    topic,
                 })
             }
             Some(_) if options.overflow == Overflow::DropNewest => {
                 return Err(SubscribeError::DropNewestOnLog {
                     name: name.to_string(),
-                    topic: T::name(),
+                    topic,
                 })
             }
             // A `Block` subscription on a log is at most the log behind: it is never lapped.
@@ -255,7 +483,7 @@ impl Engine {
         // A mailbox allocates every slot up front; an allocation that fails would abort the
         // process, so make sure now that it can succeed.
         if Vec::<Slot>::new()
-            .try_reserve_exact(options.capacity)
+            .try_reserve_exact(options.capacity.saturating_mul(mailboxes))
             .is_err()
         {
             return Err(SubscribeError::OutOfMemory {
@@ -269,9 +497,102 @@ impl Engine {
                 name: name.to_string(),
             });
         }
-        let started = self.start(id, name, options, consumer, start);
+        let started = start(self, id, options);
         self.lifecycle.end_subscribe();
         started
+    }
+
+    /// Starts a group's workers and puts its mailboxes on the topic, all in one edit.
+    fn start_group<T: Topic>(
+        &self,
+        id: u64,
+        name: Arc<str>,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let topic = self.topic::<T>();
+        let typed = typed::<T>(&*topic);
+        let context = Context {
+            bus: self.id,
+            lifecycle: Arc::clone(&self.lifecycle),
+            dead_letters: Arc::clone(&self.dead_letters),
+        };
+        let of = options.workers;
+        let new_core = |retirer| {
+            let id = self.next_subscription.fetch_add(1, Relaxed);
+            let topic = T::name();
+            SubscriptionCore::new(
+                id,
+                Arc::clone(&name),
+                topic,
+                options.clone(),
+                Consumer::Worker,
+                retirer,
+            )
+        };
+        let mut workers: Vec<Arc<SubscriptionCore>> = Vec::with_capacity(of);
+        let mut outboxes = Vec::new();
+        // Starts one worker; on failure, retires those started (none is on the topic yet).
+        let spawn =
+            |workers: &mut Vec<Arc<SubscriptionCore>>, core: Arc<SubscriptionCore>, inbox| {
+                self.lifecycle.started(Arc::clone(&core));
+                let handler = Arc::clone(&handler);
+                let run = move |m: &Message<T>| handler(m);
+                match worker::thread::spawn(
+                    Source::Mailbox(inbox),
+                    Arc::clone(&core),
+                    context.clone(),
+                    run,
+                ) {
+                    Ok(()) => {
+                        workers.push(core);
+                        Ok(())
+                    }
+                    Err(source) => {
+                        self.lifecycle.finished(&core);
+                        core.retire();
+                        for worker in workers.iter() {
+                            worker.retire();
+                        }
+                        Err(SubscribeError::Spawn {
+                            name: name.to_string(),
+                            source,
+                        })
+                    }
+                }
+            };
+        let shared = if options.key.is_some() {
+            for index in 0..of {
+                let (mut outbox, inbox) =
+                    mailbox(options.capacity, typed.handouts(), false, new_core);
+                outbox.route(index, of);
+                spawn(&mut workers, Arc::clone(&outbox.core), inbox)?;
+                outboxes.push(Arc::new(outbox));
+            }
+            None
+        } else {
+            let (outbox, inbox) = shared_mailbox(options.capacity, typed.handouts(), new_core);
+            let shared = Arc::clone(&outbox.core);
+            for _ in 0..of {
+                let mut core = new_core(Box::new(group::Shared(Arc::clone(&shared))));
+                core.shares_mailbox = true;
+                if let Err(error) = spawn(&mut workers, Arc::new(core), inbox.clone()) {
+                    shared.retire();
+                    return Err(error);
+                }
+            }
+            outboxes.push(Arc::new(outbox));
+            Some(shared)
+        };
+        let delivery = Box::new(group::Group::new(workers, shared));
+        let core = SubscriptionCore::new(id, name, T::name(), options, Consumer::Worker, delivery);
+        let core = Arc::new(core);
+        typed.add_all(outboxes);
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic: Some(topic),
+        });
+        Ok(core)
     }
 
     fn start<T: Topic>(
@@ -341,7 +662,7 @@ impl Engine {
         };
         self.subscriptions.lock().push(Entry {
             core: Arc::clone(&core),
-            topic,
+            topic: Some(topic),
         });
         Ok(core)
     }
@@ -358,9 +679,10 @@ impl Engine {
             None => {
                 self.lifecycle.wait_until(None, None, || core.is_finished());
             }
-            Some(me) if me.id == core.id => {}
+            // Its own subscription (or group) cannot wait for itself.
+            Some(me) if core.is_or_holds(me.id) => {}
             Some(me) => {
-                let Ok(recorded) = deadlock::record(&me.node, vec![Arc::clone(&core.node)]) else {
+                let Ok(recorded) = deadlock::record(&me.node, core.nodes()) else {
                     return;
                 };
                 self.lifecycle.wait_until(None, Some(RECHECK), || {
@@ -424,8 +746,18 @@ impl Engine {
             let at = subscriptions.iter().position(|e| e.core.id == core.id);
             at.map(|at| subscriptions.remove(at))
         };
-        if let Some(entry) = entry {
-            entry.topic.remove(core.id);
+        match entry {
+            Some(Entry {
+                topic: Some(topic), ..
+            }) => topic.remove(&core.mailbox_ids()),
+            Some(Entry { topic: None, .. }) => {
+                let mut observers = self.observers.lock();
+                observers.retain(|observer| observer.id() != core.id);
+                for topic in self.topics.all() {
+                    topic.remove(&[core.id]);
+                }
+            }
+            None => {}
         }
     }
 
@@ -478,7 +810,7 @@ impl Engine {
             subscriptions.iter().map(|e| Arc::clone(&e.core)).collect()
         };
         for core in self.lifecycle.running() {
-            if !cores.iter().any(|c| c.id == core.id) {
+            if !cores.iter().any(|c| c.is_or_holds(core.id)) {
                 cores.push(core);
             }
         }
@@ -497,7 +829,7 @@ impl Engine {
                     published: topic.published(),
                     subscribers: entries
                         .iter()
-                        .filter(|e| Arc::ptr_eq(&e.topic, topic))
+                        .filter(|e| e.topic.as_ref().is_some_and(|t| Arc::ptr_eq(t, topic)))
                         .count(),
                     retained: topic.log_extent().map(|(retained, _)| retained),
                     oldest: topic.log_extent().map(|(_, oldest)| oldest),

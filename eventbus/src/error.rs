@@ -162,6 +162,43 @@ pub enum SubscribeError {
         /// The type the filter takes.
         written_for: &'static str,
     },
+    /// A consumer group of 0 workers, or of more than
+    /// [`Options::MAX_WORKERS`](crate::Options::MAX_WORKERS).
+    Workers {
+        /// The subscriber's name.
+        name: String,
+        /// The number of workers asked for.
+        workers: usize,
+    },
+    /// The options' key was written for another type than the subscription's topic.
+    Key {
+        /// The subscriber's name.
+        name: String,
+        /// The subscription's topic.
+        topic: &'static str,
+        /// The type the key function takes.
+        written_for: &'static str,
+    },
+    /// A consumer group where there cannot be one: on a log topic, as an async subscriber
+    /// or a stream, or a key without a group.
+    Group {
+        /// The subscriber's name.
+        name: String,
+        /// The topic's name.
+        topic: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
+    /// A malformed observer pattern: empty, an empty segment (`orders..x`), or `>` not
+    /// last.
+    Pattern {
+        /// The subscriber's name.
+        name: String,
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The bus is closing or closed.
     Closed {
         /// The subscriber's name.
@@ -222,6 +259,31 @@ impl fmt::Display for SubscribeError {
                 "subscriber `{name}`: its filter takes `&{written_for}`, but it subscribes to \
                  `{topic}`: a filter takes a reference to the subscription's own topic"
             ),
+            SubscribeError::Workers { name, workers } => write!(
+                f,
+                "subscriber `{name}`: a group of {workers} workers is not allowed; a group has \
+                 from 1 to {} workers",
+                crate::Options::MAX_WORKERS
+            ),
+            SubscribeError::Key {
+                name,
+                topic,
+                written_for,
+            } => write!(
+                f,
+                "subscriber `{name}`: its key takes `&{written_for}`, but it subscribes to \
+                 `{topic}`: a key function takes a reference to the subscription's own topic"
+            ),
+            SubscribeError::Group { name, topic, why } => write!(
+                f,
+                "subscriber `{name}` of `{topic}` cannot be a consumer group: {why}"
+            ),
+            SubscribeError::Pattern { name, pattern, why } => write!(
+                f,
+                "observer `{name}`: pattern {pattern:?} is malformed: {why}; a pattern is \
+                 topic-name segments split by `.`, where `*` matches one segment and `>` the \
+                 rest (last only), e.g. \"orders.*\" or \"payments.>\""
+            ),
             SubscribeError::Closed { name } => {
                 write!(
                     f,
@@ -258,6 +320,10 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState(_)
             | SubscribeError::Filter { .. }
+            | SubscribeError::Workers { .. }
+            | SubscribeError::Key { .. }
+            | SubscribeError::Group { .. }
+            | SubscribeError::Pattern { .. }
             | SubscribeError::Closed { .. }
             | SubscribeError::NoLog { .. }
             | SubscribeError::DropNewestOnLog { .. } => None,

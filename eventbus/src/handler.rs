@@ -124,6 +124,30 @@ where
     }
 }
 
+/// A consumer group's handler ([`Bus::subscribe_group`](crate::Bus::subscribe_group)):
+/// `Fn(&Message<T>) -> R + Send + Sync` where `R` is `()` or `Result<(), E: Display>`, since
+/// the group's workers call it at once from their threads.
+#[diagnostic::on_unimplemented(
+    message = "this is not a group handler for `Message<{T}>`",
+    label = "expected `Fn(&Message<{T}>) -> R + Send + Sync` where `R` is `()` or `Result<(), E: Display>`",
+    note = "a group's workers call its handler from several threads at once: it cannot be \
+            `FnMut`; share state through `Arc`, atomics or a `Mutex`"
+)]
+pub trait GroupHandler<T>: Send + Sync + 'static {
+    #[doc(hidden)]
+    fn call(&self, message: &Message<T>) -> Result<(), Failure>;
+}
+
+impl<T, F, R> GroupHandler<T> for F
+where
+    F: Fn(&Message<T>) -> R + Send + Sync + 'static,
+    R: HandlerResult,
+{
+    fn call(&self, message: &Message<T>) -> Result<(), Failure> {
+        self(message).into_result()
+    }
+}
+
 /// Runs one attempt, turning a panic into a failure that carries the panic's message.
 pub(crate) fn attempt(run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
     match catch_unwind(AssertUnwindSafe(run)) {

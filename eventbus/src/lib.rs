@@ -350,7 +350,93 @@
 //!
 //! `examples/replay.rs` is a report service that starts late and rebuilds from the log.
 //!
-//! # 10. Operating a bus: redelivery, metrics, a live page
+//! # 10. Consumer groups: several workers, order per key
+//!
+//! A subscriber too slow for one worker becomes a group: `workers = N` starts N workers for
+//! one subscription, and each message is handled by exactly one of them. With
+//! `key = customer_of`, each worker has its own mailbox (of `capacity`, with its own
+//! overflow, retries and dead letters) and the key's hash picks it, so all messages with one
+//! key are handled in their topic's order by one worker. Without a key, the workers share one
+//! mailbox and take whatever is next: each message once, **in no promised order**. A
+//! `#[subscriber]` function is called by the workers at once (its `State<T>` is shared); a
+//! dynamic group takes an `Fn + Send + Sync` handler ([`Bus::subscribe_group`]). The stats
+//! are the group's, with each worker's share in
+//! [`workers`](SubscriptionStats::workers): a hot key is one worker far busier than the
+//! rest. Groups read mailboxes, not logs (refused on a log topic), and are sync only.
+//!
+//! ```
+//! use eventbus::{subscriber, Bus, Topic};
+//!
+//! #[derive(Topic)]
+//! struct OrderPlaced { customer: u64 }
+//!
+//! fn customer_of(o: &OrderPlaced) -> u64 {
+//!     o.customer
+//! }
+//!
+//! #[subscriber(workers = 4, key = customer_of, capacity = 256, name = "reserve_stock")]
+//! fn reserve_stock(o: &OrderPlaced) -> Result<(), String> {
+//!     // One customer's orders arrive here in order, on one of the four workers.
+//!     Ok(())
+//! }
+//!
+//! let bus = Bus::builder().registered().build();
+//! for n in 0..100 {
+//!     bus.publish(OrderPlaced { customer: if n < 90 { 7 } else { n } }).unwrap();
+//! }
+//! bus.close();
+//! let stats = bus.stats();
+//! let group = stats.subscriptions.iter().find(|s| s.name == "reserve_stock").unwrap();
+//! assert_eq!((group.delivered, group.workers.len()), (100, 4));
+//! // Customer 7 is hot: one worker received at least its 90 orders.
+//! assert!(group.workers.iter().any(|w| w.received >= 90));
+//! ```
+//!
+//! # 11. Observers of many topics
+//!
+//! An audit log, a debugger or a forwarder wants every topic of a kind, not one type:
+//! `#[observer("orders.*")]` (or [`Bus::observe`]) subscribes to every topic whose name
+//! matches, topics first published later included. A name is split at `.`: `*` matches one
+//! segment, `>` one or more (last only), anything else itself. The handler gets an
+//! [`AnyMessage`]: its topic, its seq, [`downcast_ref`](AnyMessage::downcast_ref), and a
+//! `Debug` that shows the value (when its type is `Debug`). An observer is a subscriber in
+//! every other way (mailbox, worker, overflow, retries, dead letters, stats) and sees each
+//! topic's messages in that topic's order. A full `Block` observer holds up every topic it
+//! observes, so an audit trail usually takes `DropOldest`. Priorities are left out on
+//! purpose: a priority mailbox would break the one order per topic.
+//!
+//! ```
+//! use eventbus::{observer, AnyMessage, Bus, Topic};
+//!
+//! #[derive(Topic, Debug)]
+//! #[topic(name = "orders.placed")]
+//! struct OrderPlaced { id: u64 }
+//!
+//! #[derive(Topic, Debug)]
+//! #[topic(name = "orders.shipped")]
+//! struct OrderShipped { id: u64 }
+//!
+//! static AUDIT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+//!
+//! #[observer("orders.*", capacity = 1000, overflow = DropOldest)]
+//! fn audit(m: &AnyMessage) {
+//!     AUDIT.lock().unwrap().push(format!("{} #{}: {:?}", m.topic(), m.seq(), m));
+//! }
+//!
+//! let bus = Bus::builder().registered().build();
+//! bus.publish(OrderPlaced { id: 1 }).unwrap();
+//! bus.publish(OrderShipped { id: 1 }).unwrap();
+//! bus.close();
+//! assert_eq!(
+//!     *AUDIT.lock().unwrap(),
+//!     [
+//!         "orders.placed #0: OrderPlaced { id: 1 }",
+//!         "orders.shipped #0: OrderShipped { id: 1 }",
+//!     ]
+//! );
+//! ```
+//!
+//! # 12. Operating a bus: redelivery, metrics, a live page
 //!
 //! [`Bus::redeliver`] hands a dead letter's message back to the subscriber that gave up on
 //! it, and to no one else (its other subscribers had it already): the same message, its seq
@@ -400,11 +486,12 @@
 //!   once per topic, for a publish to a topic that has never had a subscriber (most likely
 //!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
 //!   Nothing is compiled in without it.
-//! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
+//! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata, and
+//!   `AnyMessage::to_json` for observers.
 //! - `metrics`: [`metrics::install`], the stats through the
-//!   `metrics` facade (section 10).
+//!   `metrics` facade (section 12).
 //! - `dashboard` (takes `serde`): [`dashboard::serve`], the live page
-//!   (section 10).
+//!   (section 12).
 
 #![deny(missing_docs)]
 
@@ -434,9 +521,11 @@ mod dead_letter;
 mod deadlock;
 mod error;
 mod filter;
+mod group;
 mod handler;
 mod message;
 mod observe;
+mod observer;
 mod options;
 mod shared;
 mod state;
@@ -455,13 +544,13 @@ pub use error::{
     MissingState, PublishError, PublishTimeoutError, RedeliverError, SubscribeError,
     TryPublishError,
 };
-pub use eventbus_macros::{subscriber, Topic};
-pub use handler::{Handler, HandlerResult};
-pub use message::Message;
+pub use eventbus_macros::{observer, subscriber, Topic};
+pub use handler::{GroupHandler, Handler, HandlerResult};
+pub use message::{AnyMessage, Message};
 pub use options::{Options, Overflow, Retention, Start};
 pub use registry::RegisteredSubscriber;
 pub use state::State;
-pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
+pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats, WorkerStats};
 pub use subscription::Subscription;
 pub use topic::Topic;
 
@@ -520,9 +609,77 @@ pub mod __private {
     ) -> Result<Subscription, SubscribeError>
     where
         T: Topic,
-        H: FnMut(&Message<T>, &Bus) -> Result<(), Failure> + Send + 'static,
+        H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
     {
         bus.subscribe_registered(options, handler)
+    }
+
+    /// Starts a registered observer, whose handler also gets the bus.
+    pub fn observe_registered<H>(
+        bus: &Bus,
+        pattern: &str,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        H: Fn(&crate::AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
+    {
+        bus.observe_registered(pattern, options, handler)
+    }
+
+    pub use crate::message::Serializable;
+
+    /// How `#[derive(Topic)]` records a type's `Debug` and `Serialize` for observers,
+    /// through autoref specialisation (as `Outcome`): `(&PayloadOf(value)).debug_payload(..)`
+    /// finds `ViaDebug` on `PayloadOf<T>` when `T: Debug`, else `DebugFallback` on
+    /// `&PayloadOf<T>`; the same for `serializable`.
+    pub struct PayloadOf<'a, T>(pub &'a T);
+
+    impl<T> std::fmt::Debug for PayloadOf<'_, T> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("PayloadOf")
+        }
+    }
+
+    pub trait ViaDebug {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result;
+    }
+
+    impl<T: std::fmt::Debug> ViaDebug for PayloadOf<'_, T> {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, _: &str) -> std::fmt::Result {
+            std::fmt::Debug::fmt(self.0, f)
+        }
+    }
+
+    pub trait DebugFallback {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result;
+    }
+
+    impl<T> DebugFallback for &PayloadOf<'_, T> {
+        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
+            write!(f, "<{name}>")
+        }
+    }
+
+    pub trait ViaSerialize<'a> {
+        fn serializable(&self) -> Option<&'a dyn Serializable>;
+    }
+
+    #[cfg(feature = "serde")]
+    impl<'a, T: serde::Serialize> ViaSerialize<'a> for PayloadOf<'a, T> {
+        fn serializable(&self) -> Option<&'a dyn Serializable> {
+            Some(self.0)
+        }
+    }
+
+    pub trait SerializeFallback<'a> {
+        fn serializable(&self) -> Option<&'a dyn Serializable>;
+    }
+
+    impl<'a, T> SerializeFallback<'a> for &PayloadOf<'a, T> {
+        fn serializable(&self) -> Option<&'a dyn Serializable> {
+            None
+        }
     }
 
     /// What a subscriber may take after its message: for now only `&Bus`.

@@ -188,7 +188,10 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// Appends message `seq` (the topic's next), waiting as `room_by` allows for `Block`
     /// subscriptions: `None` as long as it takes (a forced stop ends the wait and the message
     /// is appended anyway: accepted, then abandoned with the rest), `Some(None)` not at all,
-    /// `Some(Some(deadline))` until then. Called under the topic's order lock.
+    /// `Some(Some(deadline))` until then. Called under the topic's order lock. With `share`,
+    /// returns another reference to the message, for the topic's observers (made only when
+    /// asked: a reference costs an atomic).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &self,
         seq: u64,
@@ -197,7 +200,8 @@ impl<T: Send + Sync + 'static> Log<T> {
         stop: &Receiver<()>,
         waits: &TopicWaits,
         publisher: Option<&Arc<WaitNode>>,
-    ) -> Result<(), (T, NoRoom)> {
+        share: bool,
+    ) -> Result<Option<Message<T>>, (T, NoRoom)> {
         let mut ring = self.ring.lock();
         if seq >= ring.limit {
             match self.wait_for_room(&mut ring, seq, room_by, stop, waits, publisher) {
@@ -210,6 +214,8 @@ impl<T: Send + Sync + 'static> Log<T> {
             Some(reference) => Message::new(reference),
             None => unreachable!("`shared` hands out at least one reference"),
         };
+        // Another share of it, for the topic's observers.
+        let shared = share.then(|| message.clone());
         let now = Instant::now();
         // A full ring trims one message per append: held on the stack, so that the append
         // allocates nothing but the message. `trimmed` allocates only for an age trim.
@@ -238,7 +244,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         // User code (the payloads' `Drop`), run with the ring lock let go.
         drop(lapped);
         drop(trimmed);
-        Ok(())
+        Ok(shared)
     }
 
     #[cold]

@@ -56,6 +56,8 @@ pub(crate) enum Offer {
     Retired,
     /// Its filter rejected the message.
     Filtered,
+    /// The message is for another mailbox of its group (`group.rs`): nothing counted here.
+    Elsewhere,
 }
 
 /// Whether a `Block` mailbox has room for one more message.
@@ -104,6 +106,9 @@ struct Flags {
     /// `publish_async` calls wait here for room.
     #[cfg(feature = "tokio")]
     room: crate::wake::Wake,
+    /// A mailbox that several workers share (a group without a key): dropped by `retire`, so
+    /// that every worker waiting on the empty mailbox wakes (the `None` signal wakes one).
+    closing: parking_lot::Mutex<Option<Sender<()>>>,
 }
 
 impl Flags {
@@ -130,6 +135,17 @@ pub(crate) struct Outbox<T> {
     rx: Receiver<Item<T>>,
     flags: Arc<Flags>,
     pub(crate) core: Arc<SubscriptionCore>,
+    /// In a group with a key: this mailbox's lane and the group's size (`group.rs`).
+    lane: Option<(usize, usize)>,
+}
+
+/// Whether a message is this mailbox's, by its group's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Mine,
+    Elsewhere,
+    /// The key function panicked: the message is no mailbox's of the group.
+    Panicked,
 }
 
 /// The bus's handle on a mailbox: retiring it.
@@ -146,7 +162,12 @@ impl<T: Send + Sync> Retire for Retirer<T> {
         // Fails only when the mailbox is full: then its worker is not waiting, and reads the
         // flag before it waits again.
         let _ = self.tx.try_send(None);
+        drop(self.flags.closing.lock().take());
         self.flags.arrived();
+    }
+
+    fn queued(&self) -> u64 {
+        self.tx.len() as u64
     }
 }
 
@@ -157,6 +178,22 @@ pub(crate) struct Inbox<T> {
     handouts: Handouts,
     subscription: u64,
     phase: Phase,
+    /// For a mailbox that several workers share: disconnected when it is retired.
+    closed: Option<Receiver<()>>,
+}
+
+/// Another worker's end of a shared mailbox, starting where a fresh one does.
+impl<T> Clone for Inbox<T> {
+    fn clone(&self) -> Self {
+        Inbox {
+            rx: self.rx.clone(),
+            flags: Arc::clone(&self.flags),
+            handouts: self.handouts.clone(),
+            subscription: self.subscription,
+            phase: Phase::Open,
+            closed: self.closed.clone(),
+        }
+    }
 }
 
 /// What one look at the mailbox found.
@@ -207,6 +244,7 @@ where
         handouts,
         subscription: core.id,
         phase: Phase::Open,
+        closed: None,
     };
     (
         Outbox {
@@ -214,16 +252,56 @@ where
             rx,
             flags,
             core,
+            lane: None,
         },
         inbox,
     )
 }
 
+/// A mailbox that several thread workers take from (a group without a key): clone the
+/// `Inbox` for each.
+pub(crate) fn shared_mailbox<T>(
+    capacity: usize,
+    handouts: Handouts,
+    core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
+) -> (Outbox<T>, Inbox<T>)
+where
+    T: Send + Sync + 'static,
+{
+    let (outbox, mut inbox) = mailbox(capacity, handouts, false, core);
+    let (closing, closed) = crossbeam_channel::bounded(0);
+    *outbox.flags.closing.lock() = Some(closing);
+    inbox.closed = Some(closed);
+    (outbox, inbox)
+}
+
 impl<T: 'static> Outbox<T> {
-    /// Whether `payload` is for this subscription: its filter, if any, accepts it. Asked
-    /// before a publish waits for room here (all-or-nothing publishes, the deadlock check), so
-    /// a message the filter will reject never waits for a slot it will not take.
+    /// Makes this the mailbox of lane `index` of a group of `of` with a key.
+    pub(crate) fn route(&mut self, index: usize, of: usize) {
+        self.lane = Some((index, of));
+    }
+
+    /// Whether the message is this mailbox's, by its group's key.
+    #[inline]
+    fn lane(&self, payload: &T) -> Lane {
+        let (Some((index, of)), Some(key)) = (self.lane, &self.core.options.key) else {
+            return Lane::Mine;
+        };
+        match key.lane(payload, of) {
+            Some(lane) if lane == index => Lane::Mine,
+            Some(_) => Lane::Elsewhere,
+            None => Lane::Panicked,
+        }
+    }
+
+    /// Whether `payload` is for this subscription: its group's key picks this mailbox, and
+    /// its filter, if any, accepts it. Asked before a publish waits for room here
+    /// (all-or-nothing publishes, the deadlock check), so a message the filter will reject
+    /// never waits for a slot it will not take.
     pub(crate) fn wants(&self, payload: &T) -> bool {
+        if self.lane(payload) != Lane::Mine {
+            return false;
+        }
         match &self.core.options.filter {
             None => true,
             Some(filter) => filter.verdict(payload) == Verdict::Accept,
@@ -288,6 +366,17 @@ impl<T: 'static> Outbox<T> {
         let (topic, seq) = (message.topic(), message.seq());
         let tx = &self.tx;
         let counters = &self.core.counters;
+        match self.lane(message.payload()) {
+            Lane::Mine => {}
+            // Counted once for the group, on its first mailbox.
+            Lane::Panicked if self.lane.is_some_and(|(index, _)| index == 0) => {
+                Counters::bump(&counters.received);
+                Counters::bump(&counters.dropped);
+                observe::dropped(topic, seq, &self.core.name, "key panicked");
+                return Offer::Dropped;
+            }
+            Lane::Panicked | Lane::Elsewhere => return Offer::Elsewhere,
+        }
         if let Some(filter) = &self.core.options.filter {
             match filter.verdict(message.payload()) {
                 Verdict::Accept => {}
@@ -318,7 +407,7 @@ impl<T: 'static> Outbox<T> {
             Offer::Accepted => self.flags.arrived(),
             // Published after the unsubscribe began: not this subscription's.
             Offer::Retired => Counters::unbump(&counters.received),
-            Offer::Filtered => {}
+            Offer::Filtered | Offer::Elsewhere => {}
             Offer::Dropped | Offer::Abandoned => {
                 Counters::bump(&counters.dropped);
                 let why = match offer {
@@ -463,10 +552,29 @@ impl<T> Inbox<T> {
             match self.step() {
                 Step::Took(message) => return Some(message),
                 Step::Done => return None,
-                Step::Empty => match self.rx.recv() {
-                    Ok(Some(message)) => return Some(self.took(message)),
-                    Ok(None) => self.phase = Phase::Shut,
-                    Err(_) => return None,
+                Step::Empty => match &self.closed {
+                    None => match self.rx.recv() {
+                        Ok(Some(message)) => return Some(self.took(message)),
+                        Ok(None) => self.phase = Phase::Shut,
+                        Err(_) => return None,
+                    },
+                    // A shared mailbox: wait for a message or the retire, whichever first.
+                    Some(closed) => {
+                        let mut select = Select::new();
+                        let message = select.recv(&self.rx);
+                        select.recv(closed);
+                        let ready = select.select();
+                        if ready.index() == message {
+                            match ready.recv(&self.rx) {
+                                Ok(Some(message)) => return Some(self.took(message)),
+                                Ok(None) => self.phase = Phase::Shut,
+                                Err(_) => return None,
+                            }
+                        } else {
+                            let _ = ready.recv(closed);
+                            self.phase = Phase::Shut;
+                        }
+                    }
                 },
                 Step::Recheck => match self.rx.recv_timeout(RECHECK) {
                     Ok(Some(message)) => return Some(self.took(message)),

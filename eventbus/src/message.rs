@@ -101,3 +101,147 @@ impl<T: fmt::Debug> fmt::Debug for Message<T> {
             .finish()
     }
 }
+
+/// A message of any topic, as an observer receives it ([`Bus::observe`](crate::Bus::observe),
+/// `#[observer]`): its topic's name, its seq, and its value, reachable as its own type with
+/// [`downcast_ref`](AnyMessage::downcast_ref).
+///
+/// Its `Debug` shows the value when the topic's type implements `Debug` (else `<TypeName>`),
+/// as `#[derive(Topic)]` records it.
+///
+/// # Examples
+///
+/// ```
+/// use eventbus::{AnyMessage, Bus, Options, Topic};
+///
+/// #[derive(Topic, Debug)]
+/// #[topic(name = "orders.placed")]
+/// struct OrderPlaced { id: u64 }
+///
+/// let bus = Bus::builder().build();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let audit = bus
+///     .observe("orders.*", Options::default(), move |m: &AnyMessage| {
+///         let id = m.downcast_ref::<OrderPlaced>().map(|o| o.id);
+///         tx.send((m.topic(), m.seq(), id, format!("{m:?}"))).unwrap();
+///     })
+///     .unwrap();
+/// bus.publish(OrderPlaced { id: 7 }).unwrap();
+/// audit.unsubscribe();
+/// assert_eq!(
+///     rx.recv().unwrap(),
+///     ("orders.placed", 0, Some(7), "OrderPlaced { id: 7 }".to_owned())
+/// );
+/// ```
+pub struct AnyMessage {
+    message: Box<dyn Erased>,
+}
+
+/// A `Message<T>` with its type erased, and what its topic recorded about `T`.
+trait Erased: Send + Sync {
+    fn topic(&self) -> &'static str;
+    fn seq(&self) -> u64;
+    fn payload(&self) -> &dyn std::any::Any;
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    fn serializable(&self) -> Option<&dyn Serializable>;
+}
+
+/// A value that can become JSON (feature `serde`): every `T: Serialize`. Not for direct use.
+#[doc(hidden)]
+pub trait Serializable {
+    /// The value as JSON.
+    #[cfg(feature = "serde")]
+    fn to_json(&self) -> Result<serde_json::Value, serde_json::Error>;
+}
+
+#[cfg(feature = "serde")]
+impl<T: serde::Serialize> Serializable for T {
+    fn to_json(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(self)
+    }
+}
+
+/// What a topic's type records for observers (see `Topic`'s hidden methods).
+pub(crate) struct Recorded<T> {
+    pub(crate) debug: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
+    pub(crate) serializable: fn(&T) -> Option<&dyn Serializable>,
+}
+
+struct Typed<T> {
+    message: Message<T>,
+    recorded: Recorded<T>,
+}
+
+impl<T: Send + Sync + 'static> Erased for Typed<T> {
+    fn topic(&self) -> &'static str {
+        self.message.topic()
+    }
+
+    fn seq(&self) -> u64 {
+        self.message.seq()
+    }
+
+    fn payload(&self) -> &dyn std::any::Any {
+        self.message.payload()
+    }
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.recorded.debug)(self.message.payload(), f)
+    }
+
+    fn serializable(&self) -> Option<&dyn Serializable> {
+        (self.recorded.serializable)(self.message.payload())
+    }
+}
+
+impl AnyMessage {
+    /// Another share of `message`, its type erased.
+    pub(crate) fn new<T: Send + Sync + 'static>(
+        message: Message<T>,
+        recorded: Recorded<T>,
+    ) -> Self {
+        AnyMessage {
+            message: Box::new(Typed { message, recorded }),
+        }
+    }
+
+    /// The name of the message's topic.
+    pub fn topic(&self) -> &'static str {
+        self.message.topic()
+    }
+
+    /// The message's number in its topic (see [`Message::seq`]).
+    pub fn seq(&self) -> u64 {
+        self.message.seq()
+    }
+
+    /// The published value, if it is a `T`.
+    pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
+        self.message.payload().downcast_ref()
+    }
+
+    /// Whether the published value is a `T`.
+    pub fn is<T: 'static>(&self) -> bool {
+        self.message.payload().is::<T>()
+    }
+
+    /// The published value as JSON, when its topic's type implements `serde::Serialize`
+    /// (`None` otherwise; `#[derive(Topic)]` records which). Feature `serde`.
+    ///
+    /// # Errors
+    ///
+    /// What `serde_json` says when the value cannot be written as JSON (a map with keys that
+    /// are not strings, say).
+    #[cfg(feature = "serde")]
+    pub fn to_json(&self) -> Option<Result<serde_json::Value, serde_json::Error>> {
+        self.message.serializable().map(Serializable::to_json)
+    }
+}
+
+/// The value, when its type implements `Debug`; else `<TypeName>`.
+impl fmt::Debug for AnyMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.message.debug(f)
+    }
+}

@@ -86,6 +86,8 @@ const MAX_DOUBLINGS: u32 = 5;
 /// | [`backoff`](Options::backoff) | 10 ms |
 /// | [`name`](Options::name) | `subscription-N` |
 /// | [`start`](Options::start) | [`Start::Now`] (log topics only may start elsewhere) |
+/// | [`workers`](Options::workers) | 1 (more make a consumer group) |
+/// | [`key`](Options::key) | none (a group's workers share one mailbox) |
 ///
 /// # Examples
 ///
@@ -111,6 +113,8 @@ pub struct Options {
     pub(crate) name: Option<String>,
     pub(crate) filter: Option<crate::filter::Filter>,
     pub(crate) start: Start,
+    pub(crate) workers: usize,
+    pub(crate) key: Option<crate::group::Key>,
 }
 
 impl Default for Options {
@@ -123,6 +127,8 @@ impl Default for Options {
             name: None,
             filter: None,
             start: Start::Now,
+            workers: 1,
+            key: None,
         }
     }
 }
@@ -136,6 +142,9 @@ impl Options {
     /// A mailbox allocates its slots up front, about 16 bytes each (a pointer to the shared
     /// message and a stamp), so this bound is 256 MiB for one subscriber.
     pub const MAX_CAPACITY: usize = 1 << 24;
+
+    /// The most workers a consumer group may have ([`Options::workers`]): each is a thread.
+    pub const MAX_WORKERS: usize = 256;
 
     /// The first retry's wait when none is given.
     pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
@@ -224,6 +233,67 @@ impl Options {
     #[must_use = "an option setter returns the changed options"]
     pub fn start(mut self, start: Start) -> Self {
         self.start = start;
+        self
+    }
+
+    /// Makes the subscription a consumer group of `workers` workers, from 1 to
+    /// [`Options::MAX_WORKERS`] (anything else is refused at subscribe). A group is one
+    /// subscription: each message is handled by exactly one of its workers.
+    ///
+    /// - With a [`key`](Options::key), the group has one mailbox per worker (each of
+    ///   [`capacity`](Options::capacity), with its own overflow, retries and dead letters), and
+    ///   a message goes to the mailbox its key's hash picks: all messages with one key are
+    ///   handled by one worker, in their topic's order.
+    /// - Without a key, the workers share one mailbox: each message is handled once, by
+    ///   whichever worker is free; **no order is promised**, not even per key.
+    ///
+    /// [`SubscriptionStats::workers`](crate::SubscriptionStats::workers) shows each worker's
+    /// share, so a hot key shows as one worker far busier than the others. The handler runs on
+    /// several threads at once: give [`Bus::subscribe_group`](crate::Bus::subscribe_group) an
+    /// `Fn + Send + Sync` handler (with [`Bus::subscribe`](crate::Bus::subscribe), whose
+    /// handler is `FnMut`, the workers take turns at it). A group cannot read a log topic, nor
+    /// be async or a stream (refused at subscribe).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct OrderPlaced { customer: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let group = bus.subscribe_group::<OrderPlaced>(
+    ///     Options::default().workers(4).key(|o: &OrderPlaced| o.customer),
+    ///     |m: &Message<OrderPlaced>| println!("customer {}", m.customer),
+    /// );
+    /// for customer in 0..100 {
+    ///     bus.publish(OrderPlaced { customer }).unwrap();
+    /// }
+    /// let stats = group.unsubscribe();
+    /// assert_eq!(stats.workers.len(), 4);
+    /// assert_eq!(stats.workers.iter().map(|w| w.delivered).sum::<u64>(), 100);
+    /// ```
+    #[must_use = "an option setter returns the changed options"]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Sends each message of a group ([`workers`](Options::workers) > 1) to the worker its
+    /// key's hash picks, so one key's messages are handled in order by one worker. The key
+    /// function runs at publish, on the publisher's thread, once per worker; keep it cheap. A
+    /// key function that panics drops that message for the group (counted as `dropped` on its
+    /// first worker).
+    ///
+    /// The subscription's topic must be `T`, and it must be a group; anything else is refused
+    /// at subscribe.
+    #[must_use = "an option setter returns the changed options"]
+    pub fn key<T: 'static, K: std::hash::Hash>(
+        mut self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> Self {
+        self.key = Some(crate::group::Key::new(key));
         self
     }
 

@@ -28,6 +28,8 @@ pub struct Registration {
     pub overflow: Overflow,
     pub retries: u32,
     pub backoff_nanos: u64,
+    /// `workers = N`: a consumer group's size (1: no group).
+    pub workers: usize,
     /// `start = ...`: where a subscription to a log topic starts.
     pub from: crate::Start,
     /// The `State<T>` types its handler takes.
@@ -55,6 +57,7 @@ impl Registration {
             .retries(self.retries)
             .backoff(Duration::from_nanos(self.backoff_nanos))
             .start(self.from)
+            .workers(self.workers)
             .name(self.subscriber_name())
     }
 

@@ -136,6 +136,43 @@ pub struct SubscriptionStats {
     pub position: Option<u64>,
     /// On a log topic: how many messages it is behind the log's end. `None` for a mailbox.
     pub lag: Option<u64>,
+    /// For a consumer group ([`Options::workers`](crate::Options::workers)): each worker's
+    /// share, in worker order; the fields above are the group's totals. Empty for a
+    /// subscription of one worker.
+    pub workers: Vec<WorkerStats>,
+}
+
+/// What one worker of a consumer group has done: a hot key shows as one worker whose
+/// `received` is far above the others'.
+///
+/// For a group with a key, each worker has its own mailbox, and
+/// `received == delivered + dead_lettered + dropped + queued + in_handler` holds per worker at
+/// rest. For a group without a key, the workers share one mailbox: a worker's `received` is
+/// what it took from it, and `queued` and `filtered` (the mailbox's) are the group's only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// The worker's place in its group, from 0.
+    pub index: usize,
+    /// Messages handed to it (taken by it, in a group without a key).
+    pub received: u64,
+    /// Messages waiting in its mailbox.
+    pub queued: u64,
+    /// Messages it has taken and not finished.
+    pub in_handler: u64,
+    /// Messages it finished without error.
+    pub delivered: u64,
+    /// Its failed attempts, retries included.
+    pub failed: u64,
+    /// Its retries.
+    pub retried: u64,
+    /// Messages it gave up on.
+    pub dead_lettered: u64,
+    /// Messages the filter rejected for its mailbox.
+    pub filtered: u64,
+    /// Messages its mailbox's overflow policy (or a forced close) discarded.
+    pub dropped: u64,
 }
 
 impl SubscriptionStats {
@@ -179,7 +216,67 @@ impl SubscriptionStats {
             dropped: dropped + abandoned,
             position: view.map(|view| view.position),
             lag: view.map(|view| view.lag),
+            workers: Vec::new(),
         }
+    }
+
+    /// A consumer group's snapshot, from its workers' (and, without a key, its shared
+    /// mailbox's): the totals, and each worker's share. The identity holds for the totals:
+    /// a shared mailbox's `received` is what it queued, dropped or gave its workers.
+    pub(crate) fn group(
+        name: &str,
+        topic: &'static str,
+        overflow: Overflow,
+        mailbox: Option<SubscriptionStats>,
+        workers: Vec<SubscriptionStats>,
+    ) -> Self {
+        let sum = |field: fn(&SubscriptionStats) -> u64| workers.iter().map(field).sum::<u64>();
+        let mut group = SubscriptionStats {
+            name: name.to_owned(),
+            topic,
+            capacity: workers.iter().map(|w| w.capacity).sum(),
+            overflow,
+            received: sum(|w| w.received),
+            queued: sum(|w| w.queued),
+            in_handler: sum(|w| w.in_handler),
+            delivered: sum(|w| w.delivered),
+            failed: sum(|w| w.failed),
+            retried: sum(|w| w.retried),
+            dead_lettered: sum(|w| w.dead_lettered),
+            filtered: sum(|w| w.filtered),
+            dropped: sum(|w| w.dropped),
+            position: None,
+            lag: None,
+            workers: workers
+                .iter()
+                .enumerate()
+                .map(|(index, w)| WorkerStats {
+                    index,
+                    received: w.received,
+                    queued: w.queued,
+                    in_handler: w.in_handler,
+                    delivered: w.delivered,
+                    failed: w.failed,
+                    retried: w.retried,
+                    dead_lettered: w.dead_lettered,
+                    filtered: w.filtered,
+                    dropped: w.dropped,
+                })
+                .collect(),
+        };
+        if let Some(mailbox) = mailbox {
+            // The workers' `received` is what they took; the mailbox's, what it was handed.
+            let taken = group.received;
+            group.capacity = mailbox.capacity;
+            group.received = mailbox.received;
+            group.dropped += mailbox.dropped;
+            group.filtered = mailbox.filtered;
+            group.queued = mailbox
+                .received
+                .saturating_sub(mailbox.dropped)
+                .saturating_sub(taken);
+        }
+        group
     }
 }
 

@@ -33,6 +33,7 @@ use crate::lifecycle::Lifecycle;
 use crate::log::{Log, NoRoom};
 use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::message::Envelope;
+use crate::observer::{self, Entered, Inlet, NoTurn};
 use crate::shared::shared;
 use crate::subscriber::SubscriptionCore;
 use crate::Message;
@@ -93,6 +94,23 @@ pub trait Topic: Send + Sync + 'static {
     /// still checks [`Topic::retention`], which is the authority for a hand-written impl.
     #[doc(hidden)]
     const LOG: bool = false;
+
+    /// How an observer's [`AnyMessage`](crate::AnyMessage) shows a value of this type:
+    /// `#[derive(Topic)]` writes its `Debug` when it has one. Not for direct use.
+    #[doc(hidden)]
+    fn __debug(value: &Self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let _ = value;
+        write!(f, "<{}>", std::any::type_name::<Self>())
+    }
+
+    /// The value as something `AnyMessage::to_json` can write: `#[derive(Topic)]` gives it
+    /// when the type implements `serde::Serialize` (and feature `serde` is on). Not for
+    /// direct use.
+    #[doc(hidden)]
+    fn __serializable(value: &Self) -> Option<&dyn crate::message::Serializable> {
+        let _ = value;
+        None
+    }
 }
 
 /// The name of one instantiation of a generic topic, made once and kept for the life of the
@@ -120,13 +138,17 @@ pub(crate) struct TopicState<T> {
     order: Arc<Mutex<Order<T>>>,
     /// The mailboxes, copy-on-write.
     subscribers: ArcSwap<Subscribers<T>>,
+    /// The observers whose pattern matches the topic's name (`observer.rs`), in the order
+    /// they were added; copy-on-write, written under `edit` with `version` like `subscribers`.
+    observers: ArcSwap<Vec<Arc<Inlet>>>,
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
     version: AtomicU64,
     /// The next message's number: written only under the order lock (a plain load and
     /// store; a read-modify-write costs a publish ~5 ns), read without it for stats.
     next_seq: AtomicU64,
-    /// The length of `subscribers`, readable without loading the list; written under `edit`.
+    /// The length of `subscribers` and `observers`, readable without loading the lists;
+    /// written under `edit`.
     count: AtomicUsize,
     /// Serialises changes to the subscriber list (never held by a publish).
     edit: Mutex<()>,
@@ -150,6 +172,7 @@ pub(crate) struct TopicState<T> {
 /// `version`.
 pub(crate) struct Order<T> {
     subscribers: Arc<Subscribers<T>>,
+    observers: Arc<Vec<Arc<Inlet>>>,
     version: u64,
 }
 
@@ -184,39 +207,40 @@ impl<T> Subscribers<T> {
         self.chunks.iter().flat_map(|chunk| chunk.iter())
     }
 
-    /// This list and `outbox` at its end.
-    fn with(&self, outbox: Arc<Outbox<T>>) -> Self {
+    /// This list and `outboxes` at its end.
+    fn with(&self, outboxes: Vec<Arc<Outbox<T>>>) -> Self {
         let mut chunks = self.chunks.clone();
-        match chunks.last_mut() {
-            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(outbox),
-            _ => chunks.push(Arc::new(vec![outbox])),
-        }
-        Subscribers {
-            chunks,
-            len: self.len + 1,
-        }
-    }
-
-    /// This list without subscription `id`'s mailbox.
-    fn without(&self, id: u64) -> Self {
-        let mut chunks = self.chunks.clone();
-        let mut len = self.len;
-        if let Some(at) = chunks
-            .iter()
-            .position(|chunk| chunk.iter().any(|outbox| outbox.core.id == id))
-        {
-            let chunk: Vec<_> = chunks[at]
-                .iter()
-                .filter(|outbox| outbox.core.id != id)
-                .cloned()
-                .collect();
-            len -= chunks[at].len() - chunk.len();
-            if chunk.is_empty() {
-                chunks.remove(at);
-            } else {
-                chunks[at] = Arc::new(chunk);
+        let len = self.len + outboxes.len();
+        for outbox in outboxes {
+            match chunks.last_mut() {
+                Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(outbox),
+                _ => chunks.push(Arc::new(vec![outbox])),
             }
         }
+        Subscribers { chunks, len }
+    }
+
+    /// This list without the mailboxes `ids` (one subscription's, or a group's).
+    fn without(&self, ids: &[u64]) -> Self {
+        let mut len = 0;
+        let chunks = self
+            .chunks
+            .iter()
+            .filter_map(|chunk| {
+                let kept = if chunk.iter().any(|outbox| ids.contains(&outbox.core.id)) {
+                    let kept: Vec<_> = chunk
+                        .iter()
+                        .filter(|outbox| !ids.contains(&outbox.core.id))
+                        .cloned()
+                        .collect();
+                    Arc::new(kept)
+                } else {
+                    Arc::clone(chunk)
+                };
+                len += kept.len();
+                (!kept.is_empty()).then_some(kept)
+            })
+            .collect();
         Subscribers { chunks, len }
     }
 }
@@ -260,10 +284,12 @@ impl<T: Topic> TopicState<T> {
             name: T::name(),
             order: Arc::new(Mutex::new(Order {
                 subscribers: Arc::new(Subscribers::new()),
+                observers: Arc::new(Vec::new()),
                 version: 0,
             })),
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
+            observers: ArcSwap::from_pointee(Vec::new()),
             next_seq: AtomicU64::new(0),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
@@ -361,27 +387,69 @@ impl<T: Topic> TopicState<T> {
         if !lifecycle.accepts(publisher.is_some()) {
             return Err((payload, Refused::Closed));
         }
-        if let Some(log) = &self.log {
-            return self.append(log, payload, wait, lifecycle, publisher);
-        }
         let order = &mut *order;
         let version = self.version.load(Acquire);
         if order.version != version {
             order.subscribers = self.subscribers.load_full();
+            order.observers = self.observers.load_full();
             order.version = version;
         }
-        let subscribers = &order.subscribers;
+        let (subscribers, observers) = (&order.subscribers, &order.observers);
         let stop = lifecycle.stop_signal();
+        // An all-or-nothing publish takes its observers' turns first, to find room in them
+        // that stays (see `observer.rs`); others take each turn at its hand-out, so that no
+        // observer waits behind this topic's own mailboxes.
+        let mut entered = Vec::new();
+        if wait != Wait::Forever && !observers.is_empty() {
+            let (turn_wait, room_by) = match wait {
+                Wait::Until(deadline) => (observer::Wait::Until(deadline), Some(deadline)),
+                _ => (observer::Wait::Never, None),
+            };
+            for inlet in observers.iter() {
+                let inside = match inlet.enter(turn_wait, node, &self.waits) {
+                    Ok(inside) => inside,
+                    Err(NoTurn::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
+                    Err(NoTurn::GaveUp) if wait == Wait::Never => {
+                        return Err((payload, Refused::Full))
+                    }
+                    Err(NoTurn::GaveUp) => return Err((payload, Refused::Timeout)),
+                };
+                match inside.wait_for_room(room_by, stop, &self.waits) {
+                    Room::Ready => {}
+                    Room::Full if wait == Wait::Never => return Err((payload, Refused::Full)),
+                    Room::Full => return Err((payload, Refused::Timeout)),
+                    Room::Stopped => return Err((payload, Refused::Closed)),
+                }
+                entered.push(inside);
+            }
+        }
+        if let Some(log) = &self.log {
+            let share = !observers.is_empty();
+            let seq = self.next_seq.load(Relaxed);
+            let appended = self.append(log, payload, wait, lifecycle, publisher, share)?;
+            if let Some(message) = appended {
+                self.to_observers(observers, entered, message, publisher, stop);
+            }
+            return Ok(seq);
+        }
         // Checked before numbering, so a refused message leaves no trace. Only this thread
         // adds to these mailboxes while it holds the order lock, so a mailbox with room now
         // keeps it, and a full one can only get emptier.
         let _recorded = match (publisher, wait) {
             (Some(publisher), Wait::Forever | Wait::Until(_)) => {
-                let full = subscribers
+                let mut full: Vec<_> = subscribers
                     .iter()
                     .filter(|outbox| outbox.would_block() && outbox.wants(&payload))
                     .map(|outbox| Arc::clone(&outbox.core.node))
                     .collect();
+                // Full observers too, seen without their turns: enough to refuse a handler
+                // whose wait would lead back to it before anything is numbered.
+                full.extend(
+                    observers
+                        .iter()
+                        .filter(|inlet| inlet.outbox.would_block())
+                        .map(|inlet| Arc::clone(&inlet.outbox.core.node)),
+                );
                 match deadlock::record(&publisher.node, full) {
                     Ok(recorded) => Some(recorded),
                     Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
@@ -406,13 +474,15 @@ impl<T: Topic> TopicState<T> {
         }
         let seq = self.next_seq.load(Relaxed);
         self.next_seq.store(seq + 1, Relaxed);
-        if subscribers.is_empty() {
+        if subscribers.is_empty() && observers.is_empty() {
             self.unheard();
             return Ok(seq);
         }
-        // One reference per mailbox, made at once (see `shared.rs`).
+        // One reference per mailbox, made at once (see `shared.rs`), and one the observers
+        // share.
+        let count = subscribers.len() + usize::from(!observers.is_empty());
         let mut references =
-            shared(Envelope::new(seq, self.name, payload), subscribers.len()).map(Message::new);
+            shared(Envelope::new(seq, self.name, payload), count).map(Message::new);
         // Loops over the chunks, not `iter()`'s flattened iterator: that costs a publish more.
         for chunk in &subscribers.chunks {
             for (outbox, message) in chunk.iter().zip(&mut references) {
@@ -420,7 +490,50 @@ impl<T: Topic> TopicState<T> {
                 let _: Offer = outbox.offer(message, stop, &self.waits);
             }
         }
+        if let Some(message) = references.next() {
+            self.to_observers(observers, entered, message, publisher, stop);
+        }
         Ok(seq)
+    }
+
+    /// Offers a numbered message to the topic's observers, in their order, taking the turn of
+    /// each not `entered` yet. A forced stop (or a wait that would never end) while waiting
+    /// for a turn leaves that observer out, counted as dropped: the message is published.
+    fn to_observers(
+        &self,
+        observers: &[Arc<Inlet>],
+        entered: Vec<Entered<'_>>,
+        message: Message<T>,
+        publisher: Option<&Arc<SubscriptionCore>>,
+        stop: &crossbeam_channel::Receiver<()>,
+    ) {
+        let node = publisher.map(|publisher| &publisher.node);
+        let mut entered = entered.into_iter();
+        for inlet in observers {
+            let inside = match entered.next() {
+                Some(inside) => inside,
+                None => match inlet.enter(observer::Wait::Forever, node, &self.waits) {
+                    Ok(inside) => inside,
+                    Err(_) => {
+                        inlet.left_out(&message, "its turn would never come");
+                        continue;
+                    }
+                },
+            };
+            let _recorded = match publisher {
+                Some(publisher) if inside.would_block() => {
+                    match deadlock::record(&publisher.node, vec![Arc::clone(inside.node())]) {
+                        Ok(recorded) => Some(recorded),
+                        Err(deadlock::WouldDeadlock) => {
+                            inlet.left_out(&message, "waiting for room would never end");
+                            continue;
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let _: Offer = inside.offer(message.clone(), stop, &self.waits);
+        }
     }
 
     /// Numbers `payload` and appends it to the topic's log; called under the order lock.
@@ -431,7 +544,8 @@ impl<T: Topic> TopicState<T> {
         wait: Wait,
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
-    ) -> Result<u64, (T, Refused)> {
+        share: bool,
+    ) -> Result<Option<Message<T>>, (T, Refused)> {
         let seq = self.next_seq.load(Relaxed);
         let room_by = match wait {
             Wait::Forever => None,
@@ -446,11 +560,12 @@ impl<T: Topic> TopicState<T> {
             lifecycle.stop_signal(),
             &self.waits,
             node,
+            share,
         );
         match appended {
-            Ok(()) => {
+            Ok(shared) => {
                 self.next_seq.store(seq + 1, Relaxed);
-                Ok(seq)
+                Ok(shared)
             }
             Err((payload, NoRoom::Full)) => Err((payload, Refused::Full)),
             Err((payload, NoRoom::Timeout)) => Err((payload, Refused::Timeout)),
@@ -561,18 +676,26 @@ impl<T: Topic> TopicState<T> {
             return Err(Redelivery::Full);
         }
         match outbox.offer(message, lifecycle.stop_signal(), &self.waits) {
-            Offer::Retired => Err(Redelivery::Unsubscribed),
+            // `Elsewhere`: a group's key now picks another worker's mailbox (a key function
+            // that answers differently for the same message); this one no longer takes it.
+            Offer::Retired | Offer::Elsewhere => Err(Redelivery::Unsubscribed),
             // Accepted; or filtered or dropped by the subscription's own rules, counted there.
             Offer::Accepted | Offer::Dropped | Offer::Abandoned | Offer::Filtered => Ok(()),
         }
     }
 
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
+        self.add_all(vec![outbox]);
+    }
+
+    /// Adds mailboxes in one edit: a publish sees all of them or none (a consumer group's).
+    pub(crate) fn add_all(&self, outboxes: Vec<Arc<Outbox<T>>>) {
         #[cfg(feature = "tracing")]
         self.heard.store(true, Relaxed);
         let _edit = self.edit.lock();
-        let next = self.subscribers.load().with(outbox);
-        self.count.store(next.len(), SeqCst);
+        let next = self.subscribers.load().with(outboxes);
+        self.count
+            .store(next.len() + self.observers.load().len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
     }
@@ -622,9 +745,12 @@ pub(crate) trait AnyTopic: Send + Sync {
     fn quiet_published(&self) -> Option<u64>;
     /// For a log topic: how many messages it keeps, and the oldest one's seq.
     fn log_extent(&self) -> Option<(u64, u64)>;
-    /// Takes a subscription off the list; publishes that already took the list skip it once
-    /// it is retired.
-    fn remove(&self, subscription: u64);
+    /// Puts an observer on the topic's list: publishes that take the list after this offer
+    /// it their messages.
+    fn attach(&self, observer: Arc<Inlet>);
+    /// Takes a subscription's mailboxes (by id: one, or a group's) off the list, in one
+    /// edit; publishes that already took the list skip them once they are retired.
+    fn remove(&self, mailboxes: &[u64]);
     fn clear(&self);
 }
 
@@ -663,14 +789,36 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         self.log.as_ref().map(|log| log.extent())
     }
 
-    fn remove(&self, subscription: u64) {
+    fn attach(&self, observer: Arc<Inlet>) {
+        #[cfg(feature = "tracing")]
+        self.heard.store(true, Relaxed);
+        let _edit = self.edit.lock();
+        let mut next = Vec::clone(&self.observers.load());
+        next.push(observer);
+        self.count
+            .store(next.len() + self.subscribers.load().len(), SeqCst);
+        self.observers.store(Arc::new(next));
+        self.version.fetch_add(1, Release);
+    }
+
+    fn remove(&self, mailboxes: &[u64]) {
         if let Some(log) = &self.log {
-            log.remove(subscription);
+            for &subscription in mailboxes {
+                log.remove(subscription);
+            }
         }
         let _edit = self.edit.lock();
-        let next = self.subscribers.load().without(subscription);
-        self.count.store(next.len(), SeqCst);
+        let next = self.subscribers.load().without(mailboxes);
+        let observers: Vec<_> = self
+            .observers
+            .load()
+            .iter()
+            .filter(|inlet| !mailboxes.contains(&inlet.id()))
+            .cloned()
+            .collect();
+        self.count.store(next.len() + observers.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
+        self.observers.store(Arc::new(observers));
         self.version.fetch_add(1, Release);
     }
 
@@ -681,6 +829,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         let _edit = self.edit.lock();
         self.count.store(0, SeqCst);
         self.subscribers.store(Arc::new(Subscribers::new()));
+        self.observers.store(Arc::new(Vec::new()));
         self.version.fetch_add(1, Release);
     }
 }

@@ -110,9 +110,20 @@ pub(crate) fn abandon_rest<T>(
     why: &'static str,
 ) {
     while let Some(message) = next() {
-        Counters::bump(&core.counters.taken);
+        took(core);
         abandon(core, message, why);
     }
+}
+
+/// A message taken out of the mailbox: counted as taken, and, by a worker that shares its
+/// mailbox (a group without a key), as received too (the mailbox's own core counts what
+/// publishers handed it).
+#[inline]
+pub(crate) fn took(core: &SubscriptionCore) {
+    if core.shares_mailbox {
+        Counters::bump(&core.counters.received);
+    }
+    Counters::bump(&core.counters.taken);
 }
 
 /// A message no handler will see: counted as dropped.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{
-    abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT,
+    abandon, abandon_rest, dead_letter, delivered, failed, took, Context, Finish, Source, CURRENT,
 };
 use crate::handler::{self, Failure};
 use crate::observe;
@@ -40,9 +40,8 @@ fn run<T: Send + Sync + 'static>(
     let _current = Cleared;
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
-    let counters = &core.counters;
     while let Some(message) = inbox.next() {
-        Counters::bump(&counters.taken);
+        took(&core);
         if lifecycle.is_stopped() {
             abandon(&core, message, "forced close");
             break;
