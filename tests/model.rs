@@ -522,6 +522,18 @@ impl World {
     }
 }
 
+/// A failed check unwinds through here: the stalled handlers are let go first, so that the
+/// bus's drop (a close) does not wait for them forever and the failure is reported.
+impl Drop for World {
+    fn drop(&mut self) {
+        for sub in &mut self.subs {
+            if let Some((latch, _)) = sub.stalled.take() {
+                latch.open();
+            }
+        }
+    }
+}
+
 fn run_program(ops: &[Op], ending: Ending) {
     #[cfg(feature = "tokio")]
     let runtime = tokio::runtime::Builder::new_multi_thread()

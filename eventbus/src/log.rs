@@ -713,6 +713,10 @@ impl<T: Send + Sync + 'static> Reader<T> {
             for seq in read..lapped_to {
                 observe::dropped(self.log.topic, seq, &self.core.name, "trimmed from the log");
             }
+            // The lap stops showing in the view (`Retirer::log`) before it is counted, so a
+            // stats reading sees it once or not yet (`queued` high for a moment), never twice
+            // (`queued` low: a reader would think the subscription idle).
+            self.cursor.read.store(lapped_to, Release);
             Counters::add(&self.core.counters.dropped, lapped_to - read);
             read = lapped_to;
             // Nothing is in hand: the position moves on with the read.
