@@ -67,6 +67,20 @@ impl DeadLetter {
         }
     }
 
+    /// A dead letter for bytes that came from outside the bus and could not become a
+    /// message of `topic` (feature `nats`: an import that could not be decoded). Its
+    /// payload is the raw bytes: [`payload::<Vec<u8>>()`](DeadLetter::payload).
+    #[cfg(feature = "nats")]
+    pub(crate) fn undecodable(
+        topic: &'static str,
+        seq: u64,
+        subscriber: Arc<str>,
+        error: Failure,
+        bytes: Vec<u8>,
+    ) -> Self {
+        DeadLetter::new(Message::alone(seq, topic, bytes), subscriber, error, 1)
+    }
+
     /// The message's topic.
     pub fn topic(&self) -> &'static str {
         self.topic

@@ -359,6 +359,8 @@
 //!   its subscribers' crate was not linked in: see section 7); an `info` event on close.
 //!   Nothing is compiled in without it.
 //! - `serde`: `Serialize` for the stats, close reports and dead-letter metadata.
+//! - `nats` (turns on `tokio` and `serde`; needs rustc 1.89 for `async-nats`): a bridge to
+//!   NATS JetStream across processes, [`nats::Bridge`].
 
 #![deny(missing_docs)]
 
@@ -374,6 +376,8 @@ mod lifecycle;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 mod directory;
+#[cfg(feature = "nats")]
+pub mod nats;
 mod topic;
 // Workers, and the delivery kinds they take messages from.
 mod log;

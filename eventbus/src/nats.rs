@@ -1,0 +1,842 @@
+//! A bridge to NATS JetStream (feature `nats`): a topic's messages exported from one bus to
+//! a JetStream stream, and imported from it into another bus, in another process.
+//!
+//! Facade level: it uses the [`Bus`]'s public async half (an async subscriber per exported
+//! topic, `publish_async` per imported message) and, below it, only the engine's
+//! `record_dead_letter` (an undecodable import is a dead letter no subscriber made).
+//!
+//! # Layout on the server
+//!
+//! Each topic is one stream, made (or its subjects updated) by the first bridge that exports
+//! or imports it: topic `orders.placed` is subject `eventbus.orders.placed` and stream
+//! `eventbus_orders_placed`. A character a subject token cannot hold (anything but ASCII
+//! letters, digits and `-`, and a `.` that would leave a token empty) is written `~XX`, its
+//! UTF-8 bytes in hex, so distinct topic names never share a subject.
+//!
+//! # Export
+//!
+//! An exported topic has an async subscriber (by default `Block`, capacity 1024, named
+//! `nats-export:<topic>`). For each message it publishes the JSON of the value with the
+//! headers `Nats-Msg-Id` (`<bridge id>-<topic seq>`, where the bridge id is random per
+//! [`Bridge::connect`], so ids stay unique across restarts of the process although the
+//! seq starts again at 0), `Eventbus-Seq` (the topic seq) and `Eventbus-Origin` (the bridge
+//! id), and waits for the server's ack before taking the next message: one message in flight
+//! per topic, so the stream holds the topic's order exactly. While the server cannot be
+//! reached (no ack in time, connection lost, stream missing) the subscriber keeps the
+//! message and sends it again with backoff, with the same `Nats-Msg-Id`, so the server's
+//! duplicate window (2 minutes) drops a copy that did arrive: its mailbox fills, and with
+//! `Block` the topic's publishers wait. An error the server gives for the message itself
+//! (too large, refused), or a value that cannot be serialized, is a failed attempt of the
+//! bus's own: retried in place as the subscriber's options say, then a local dead letter with
+//! the value.
+//!
+//! # Import
+//!
+//! An imported topic has a durable pull consumer on its stream, named by the caller (one per
+//! (name, topic)), with explicit acks and **at most one message unacknowledged**
+//! (`max_ack_pending = 1`). That is the choice that keeps the order: JetStream redelivers an
+//! unacked message after the ones sent later unless nothing later is sent, so with one in
+//! flight a redelivery is always the next message. The price is one round trip per message.
+//! Each message is decoded as JSON and published on the local bus with `publish_async`; it is
+//! acked only once the bus has accepted it (while the bus makes it wait, progress acks keep
+//! the server from sending it again). A redelivery of a message already published (its ack
+//! was lost) is recognized by its stream sequence and only acked again. A message that cannot
+//! be decoded becomes a dead letter on the local bus (subscriber `nats-import:<name>`, seq the
+//! stream sequence, payload the raw bytes as `Vec<u8>`) and is terminated on the server so it
+//! is not sent again.
+//!
+//! An imported message is never exported again: the export subscriptions' filter refuses
+//! every message published by an importer (see `IMPORTING`), and an importer skips messages
+//! its own bridge exported (`Eventbus-Origin`).
+//!
+//! # Failures
+//!
+//! [`Bridge::connect`] fails within [`Bridge::CONNECT_TIMEOUT`] if no server answers. A
+//! connection lost later is made again by the client with backoff (doubling from 50 ms to
+//! 2 s); exports go on with the message in hand (de-duplicated by id), imports from the
+//! durable consumer's position. A crash of the importing process between the local publish
+//! and the ack delivers that message again in the next run: at least once.
+//!
+//! # Close
+//!
+//! [`Bridge::close`] stops the importers (each after the message in hand), then unsubscribes
+//! the exporters, which first send everything they had accepted and wait for the server's
+//! acks, for up to [`Bridge::CLOSE_TIMEOUT`]; what could not be sent by then is a dead letter,
+//! and `close` returns them all in [`Error::Unsent`]. [`Bus::close_async`] also delivers
+//! everything accepted to the exporters first (without a deadline while the server is down).
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, context::PublishErrorKind, stream, AckKind};
+use futures_core::Stream;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::handler::Failure;
+use crate::{Bus, DeadLetter, Options, PublishError, SubscribeError, Subscription, Topic};
+
+/// The header holding the message's seq in its topic, on the exporting bus.
+pub const SEQ_HEADER: &str = "Eventbus-Seq";
+/// The header holding the id of the bridge that exported the message.
+pub const ORIGIN_HEADER: &str = "Eventbus-Origin";
+
+/// How long the server's ack of one export, or its answer to a request, is waited for
+/// before the message is sent again.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long an imported message may stay unacknowledged before the server sends it again
+/// (progress acks extend it while the local bus makes the importer wait).
+const ACK_WAIT: Duration = Duration::from_secs(5);
+/// How long the server remembers a `Nats-Msg-Id` to drop a copy.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// The first and the longest wait between two tries (reconnects, resends, consumer setup).
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
+
+thread_local! {
+    /// Set on this thread while an importer's `publish_async` is being polled: the hand-out
+    /// to the export subscriptions' filters happens inside that poll, on this thread, so the
+    /// filter knows exactly which messages came from an importer.
+    static IMPORTING: Cell<bool> = const { Cell::new(false) };
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Everything that can go wrong with a bridge.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// No server answered at `url` within the deadline, or it refused the connection.
+    Connect {
+        /// The address given to [`Bridge::connect`].
+        url: String,
+        /// What went wrong.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The server refused to make or update the topic's stream or consumer.
+    Server {
+        /// The topic.
+        topic: &'static str,
+        /// What was asked.
+        what: &'static str,
+        /// What went wrong.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A consumer name JetStream cannot hold.
+    BadName {
+        /// The name given.
+        name: String,
+    },
+    /// The topic is already exported, or already imported under that name, by this bridge.
+    Twice {
+        /// The topic.
+        topic: &'static str,
+    },
+    /// The export subscription could not start (the bus is closed, no runtime, a log topic,
+    /// a bad capacity).
+    Subscribe(SubscribeError),
+    /// The options given to [`Bridge::export_with`] held a filter: the export's filter is
+    /// the bridge's own (it keeps imported messages from going back out).
+    Filter {
+        /// The topic.
+        topic: &'static str,
+    },
+    /// The bus has no tokio runtime for the bridge's tasks.
+    NoRuntime,
+    /// The bridge was closed with exports the server never acknowledged: each is a dead
+    /// letter with its value.
+    Unsent {
+        /// The export dead letters, oldest first.
+        letters: Vec<DeadLetter>,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Connect { url, source } => {
+                write!(f, "cannot connect to the NATS server at `{url}`: {source}")
+            }
+            Error::Server {
+                topic,
+                what,
+                source,
+            } => write!(
+                f,
+                "the NATS server refused to {what} for topic `{topic}`: {source}"
+            ),
+            Error::BadName { name } => write!(
+                f,
+                "`{name}` cannot name a JetStream consumer: use letters, digits, `-` and `_` \
+                 (no spaces, `.`, `*`, `>`, `/` or `\\`), at most 200 characters"
+            ),
+            Error::Twice { topic } => write!(f, "topic `{topic}` is already bridged that way"),
+            Error::Subscribe(error) => write!(f, "the export cannot subscribe: {error}"),
+            Error::Filter { topic } => write!(
+                f,
+                "the export of `{topic}` cannot take a filter: the bridge filters out imported \
+                 messages itself; filter on the importing side, or publish a topic of its own"
+            ),
+            Error::NoRuntime => write!(
+                f,
+                "the bridge needs a tokio runtime: connect from inside one, or give the bus one \
+                 with `BusBuilder::runtime`"
+            ),
+            Error::Unsent { letters } => write!(
+                f,
+                "{} exported message(s) were not acknowledged by the NATS server (dead letters)",
+                letters.len()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Connect { source, .. } | Error::Server { source, .. } => Some(&**source),
+            Error::Subscribe(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A bus's link to a NATS JetStream server: topics exported to it, imported from it.
+///
+/// # Examples
+///
+/// ```no_run
+/// use eventbus::{nats::Bridge, Bus, Topic};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Topic, Serialize, Deserialize)]
+/// #[topic(name = "orders.placed")]
+/// struct OrderPlaced { id: u64 }
+///
+/// #[derive(Topic, Serialize, Deserialize)]
+/// #[topic(name = "stock.reserved")]
+/// struct StockReserved { order: u64 }
+///
+/// # #[tokio::main] async fn main() -> Result<(), eventbus::nats::Error> {
+/// let bus = Bus::builder().build();
+/// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+/// bridge.export::<OrderPlaced>().await?;          // to subject eventbus.orders.placed
+/// bridge.import::<StockReserved>("shop").await?;  // durable consumer "shop"
+/// bus.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+/// bridge.close().await?;                          // sends what was accepted, awaits acks
+/// # Ok(()) }
+/// ```
+pub struct Bridge {
+    shared: Arc<Shared>,
+    bus: Bus,
+    exports: Mutex<Vec<Subscription>>,
+    imports: Mutex<Vec<Import>>,
+}
+
+/// What the bridge's handlers and tasks share.
+struct Shared {
+    js: jetstream::Context,
+    client: async_nats::Client,
+    /// Random per connect: with the topic seq, a `Nats-Msg-Id` unique across restarts.
+    id: String,
+    /// Set by `close` once its deadline has passed: exports waiting for the server give up.
+    give_up: AtomicBool,
+    runtime: tokio::runtime::Handle,
+}
+
+struct Import {
+    topic: &'static str,
+    name: String,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bridge")
+            .field("id", &self.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bridge {
+    /// How long [`connect`](Bridge::connect) waits for a server.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// How long [`close`](Bridge::close) waits for the server to acknowledge what was
+    /// accepted for export.
+    pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Connects `bus` to the NATS server at `url` (`nats://host:port`). Call it on a tokio
+    /// runtime (the bridge's tasks run there, or on the bus's runtime if it has one).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connect`] if no server answers within [`CONNECT_TIMEOUT`](Self::CONNECT_TIMEOUT)
+    /// (a refused connection fails at once); [`Error::NoRuntime`] outside a runtime.
+    pub async fn connect(bus: &Bus, url: &str) -> Result<Bridge, Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let connect = async_nats::ConnectOptions::new()
+            .connection_timeout(Self::CONNECT_TIMEOUT)
+            .request_timeout(Some(ACK_TIMEOUT))
+            .reconnect_delay_callback(|attempts| backoff(attempts as u32))
+            .connect(url);
+        let client = match tokio::time::timeout(Self::CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => {
+                return Err(Error::Connect {
+                    url: url.to_string(),
+                    source: Box::new(error),
+                })
+            }
+            Err(elapsed) => {
+                return Err(Error::Connect {
+                    url: url.to_string(),
+                    source: Box::new(elapsed),
+                })
+            }
+        };
+        let js = jetstream::ContextBuilder::new()
+            .timeout(ACK_TIMEOUT)
+            .build(client.clone());
+        // The client's inboxes are named with a fresh random id (a NUID): unique per process
+        // run, which the seq alone is not.
+        let inbox = client.new_inbox();
+        let id = inbox.rsplit('.').next().unwrap_or(&inbox).to_string();
+        Ok(Bridge {
+            shared: Arc::new(Shared {
+                js,
+                client,
+                id,
+                give_up: AtomicBool::new(false),
+                runtime,
+            }),
+            bus: bus.clone(),
+            exports: Mutex::new(Vec::new()),
+            imports: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// This bridge's id: random per [`connect`](Bridge::connect), the first part of each
+    /// export's `Nats-Msg-Id` and its `Eventbus-Origin` header.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The subject topic `T` is sent on: `eventbus.` and its name, escaped where needed.
+    pub fn subject<T: Topic>() -> String {
+        subject(T::name())
+    }
+
+    /// Exports every message of `T` published on the bus from now on to the server, with an
+    /// async subscriber: `Block`, capacity 1024, named `nats-export:<topic>`. Makes the
+    /// topic's stream if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Server`] if the stream cannot be made, [`Error::Subscribe`] if the
+    /// subscription cannot start, [`Error::Twice`] if `T` is already exported.
+    pub async fn export<T: Topic + Serialize>(&self) -> Result<(), Error> {
+        self.export_with::<T>(Options::default()).await
+    }
+
+    /// Exports like [`export`](Bridge::export), with the subscriber's options: capacity,
+    /// overflow, retries and backoff (for errors the server gives for a message), name.
+    ///
+    /// # Errors
+    ///
+    /// As [`export`](Bridge::export); [`Error::Filter`] when `options` hold a filter.
+    pub async fn export_with<T: Topic + Serialize>(&self, options: Options) -> Result<(), Error> {
+        if options.filter.is_some() {
+            return Err(Error::Filter { topic: T::name() });
+        }
+        let name = options
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("nats-export:{}", T::name()));
+        if self.exports.lock().iter().any(|s| s.name() == name) {
+            return Err(Error::Twice { topic: T::name() });
+        }
+        self.shared.ensure_stream(T::name()).await?;
+        let shared = Arc::clone(&self.shared);
+        let subject: Arc<str> = subject(T::name()).into();
+        let options = options
+            .name(name)
+            .filter(|_: &T| !IMPORTING.with(Cell::get));
+        let subscription = self
+            .bus
+            .try_subscribe_async::<T, _, _, _>(options, move |message: crate::Message<T>| {
+                let shared = Arc::clone(&shared);
+                let subject = Arc::clone(&subject);
+                async move { shared.send(&subject, &message).await }
+            })
+            .map_err(Error::Subscribe)?;
+        self.exports.lock().push(subscription);
+        Ok(())
+    }
+
+    /// Imports `T` from the server: a durable consumer `name` on the topic's stream (made if
+    /// missing, and resumed where it was if it exists), whose messages are published on the
+    /// bus in the stream's order. Makes the topic's stream if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadName`] for a name JetStream cannot hold, [`Error::Server`] if the stream
+    /// or the consumer cannot be made, [`Error::Twice`] if `T` is already imported under
+    /// `name` by this bridge.
+    pub async fn import<T: Topic + DeserializeOwned>(&self, name: &str) -> Result<(), Error> {
+        let valid = !name.is_empty()
+            && name.len() <= 200
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid {
+            return Err(Error::BadName {
+                name: name.to_string(),
+            });
+        }
+        if self
+            .imports
+            .lock()
+            .iter()
+            .any(|i| i.topic == T::name() && i.name == name)
+        {
+            return Err(Error::Twice { topic: T::name() });
+        }
+        let stream = self.shared.ensure_stream(T::name()).await?;
+        let consumer = self.shared.consumer(&stream, T::name(), name).await?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let importer = Importer {
+            shared: Arc::clone(&self.shared),
+            bus: self.bus.clone(),
+            topic: T::name(),
+            name: name.to_string(),
+            subscriber: format!("nats-import:{name}").into(),
+            last: 0,
+        };
+        let task = self
+            .shared
+            .runtime
+            .spawn(importer.run::<T>(consumer, stopped));
+        self.imports.lock().push(Import {
+            topic: T::name(),
+            name: name.to_string(),
+            stop,
+            task,
+        });
+        Ok(())
+    }
+
+    /// Stops the importers (each after the message in hand), then sends everything accepted
+    /// for export and waits for the server's acks, for up to
+    /// [`CLOSE_TIMEOUT`](Self::CLOSE_TIMEOUT). The bus stays open.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsent`] with the dead letters of the exports never acknowledged (these
+    /// include exports that failed earlier).
+    pub async fn close(self) -> Result<(), Error> {
+        self.close_timeout(Self::CLOSE_TIMEOUT).await
+    }
+
+    /// Closes like [`close`](Bridge::close), waiting at most `timeout` for the server's acks.
+    ///
+    /// # Errors
+    ///
+    /// As [`close`](Bridge::close).
+    pub async fn close_timeout(self, timeout: Duration) -> Result<(), Error> {
+        let imports = std::mem::take(&mut *self.imports.lock());
+        for import in &imports {
+            let _ = import.stop.send(true);
+        }
+        for import in imports {
+            let _ = import.task.await;
+        }
+        let exports = std::mem::take(&mut *self.exports.lock());
+        let names: Vec<String> = exports.iter().map(|s| s.name().to_string()).collect();
+        let shared = Arc::clone(&self.shared);
+        let deadline = self.shared.runtime.spawn(async move {
+            tokio::time::sleep(timeout).await;
+            shared.give_up.store(true, SeqCst);
+        });
+        // Unsubscribing delivers what was queued; it blocks its thread until then.
+        let drained = tokio::task::spawn_blocking(move || {
+            for export in exports {
+                export.unsubscribe();
+            }
+        })
+        .await;
+        deadline.abort();
+        if let Err(error) = drained {
+            if error.is_panic() {
+                std::panic::resume_unwind(error.into_panic());
+            }
+        }
+        let _ = tokio::time::timeout(ACK_TIMEOUT, self.shared.client.flush()).await;
+        let letters: Vec<DeadLetter> = self
+            .bus
+            .dead_letters()
+            .into_iter()
+            .filter(|letter| names.iter().any(|n| n == letter.subscriber()))
+            .collect();
+        if letters.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Unsent { letters })
+        }
+    }
+}
+
+impl Shared {
+    /// Makes the topic's stream, or adds its subject to a stream of that name made otherwise.
+    async fn ensure_stream(&self, topic: &'static str) -> Result<stream::Stream, Error> {
+        let subject = subject(topic);
+        let config = stream::Config {
+            name: stream_name(&subject),
+            subjects: vec![subject.clone()],
+            duplicate_window: DUPLICATE_WINDOW,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        };
+        let refused = |what, error: Box<dyn std::error::Error + Send + Sync>| Error::Server {
+            topic,
+            what,
+            source: error,
+        };
+        let mut stream = self
+            .js
+            .get_or_create_stream(config)
+            .await
+            .map_err(|e| refused("make the stream", Box::new(e)))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| refused("describe the stream", Box::new(e)))?;
+        if !info.config.subjects.contains(&subject) {
+            let mut config = info.config.clone();
+            config.subjects.push(subject);
+            self.js
+                .update_stream(config)
+                .await
+                .map_err(|e| refused("update the stream", Box::new(e)))?;
+        }
+        Ok(stream)
+    }
+
+    /// The durable consumer `name` on the topic's stream: made if missing, else as it is.
+    async fn consumer(
+        &self,
+        stream: &stream::Stream,
+        topic: &'static str,
+        name: &str,
+    ) -> Result<consumer::PullConsumer, Error> {
+        let config = consumer::pull::Config {
+            durable_name: Some(name.to_string()),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            max_ack_pending: 1,
+            ..Default::default()
+        };
+        stream
+            .get_or_create_consumer(name, config)
+            .await
+            .map_err(|e| Error::Server {
+                topic,
+                what: "make the durable consumer",
+                source: Box::new(e),
+            })
+    }
+
+    /// Sends one export and waits for the server's ack, sending it again while the server
+    /// cannot be reached; an error the server gives for the message is a failed attempt.
+    async fn send<T: Topic + Serialize>(
+        &self,
+        subject: &str,
+        message: &crate::Message<T>,
+    ) -> Result<(), BoxError> {
+        let payload = serde_json::to_vec(message.payload())?;
+        let seq = message.seq().to_string();
+        // Built once: a resend clones it (the payload is shared, not copied).
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(payload.into())
+            .message_id(format!("{}-{seq}", self.id))
+            .header(SEQ_HEADER, seq.as_str())
+            .header(ORIGIN_HEADER, self.id.as_str());
+        for attempt in 0u32.. {
+            if self.give_up.load(SeqCst) {
+                return Err(
+                    "the bridge closed before the NATS server acknowledged this export".into(),
+                );
+            }
+            let sent = match self
+                .js
+                .send_publish(subject.to_string(), publish.clone())
+                .await
+            {
+                Ok(ack) => ack.await.map(|_| ()),
+                Err(error) => Err(error),
+            };
+            let error = match sent {
+                Ok(()) => return Ok(()),
+                Err(error) => error,
+            };
+            match error.kind() {
+                // The server cannot be reached, or has not answered yet: keep the message,
+                // try again (the id lets the server drop a copy that did arrive).
+                PublishErrorKind::TimedOut
+                | PublishErrorKind::BrokenPipe
+                | PublishErrorKind::MaxAckPending => {}
+                // No stream answers (a server started afresh, or the stream was deleted).
+                PublishErrorKind::StreamNotFound => {
+                    let _ = self.ensure_stream(message.topic()).await;
+                }
+                _ => return Err(Box::new(error)),
+            }
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+        unreachable!("the loop returns")
+    }
+}
+
+/// The wait before try number `attempt` (from 0): doubling from 50 ms to at most 2 s.
+fn backoff(attempt: u32) -> Duration {
+    BACKOFF.0.saturating_mul(1 << attempt.min(8)).min(BACKOFF.1)
+}
+
+/// One import's task state.
+struct Importer {
+    shared: Arc<Shared>,
+    bus: Bus,
+    topic: &'static str,
+    name: String,
+    subscriber: Arc<str>,
+    /// The stream sequence of the last message handled: a redelivery at or below it was
+    /// already published (its ack was lost) and is only acked again.
+    last: u64,
+}
+
+/// Why an importer stopped handling messages.
+enum Stop {
+    /// Asked to, or the bus closed: the message in hand is not acked (sent again later).
+    Done,
+    /// The message stream ended or failed: make it again.
+    Again,
+}
+
+impl Importer {
+    async fn run<T: Topic + DeserializeOwned>(
+        mut self,
+        consumer: consumer::PullConsumer,
+        mut stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut consumer = Some(consumer);
+        let mut attempt = 0u32;
+        loop {
+            if *stopped.borrow() {
+                return;
+            }
+            let ready = match consumer.take() {
+                Some(consumer) => Ok(consumer),
+                None => self.remake().await,
+            };
+            let messages = match ready {
+                Ok(consumer) => consumer
+                    .stream()
+                    .max_messages_per_batch(100)
+                    .heartbeat(Duration::from_secs(1))
+                    .expires(Duration::from_secs(5))
+                    .messages()
+                    .await
+                    .ok(),
+                Err(_) => None,
+            };
+            let stop = match messages {
+                Some(mut messages) => {
+                    attempt = 0;
+                    self.pump::<T>(&mut messages, &mut stopped).await
+                }
+                None => Stop::Again,
+            };
+            match stop {
+                Stop::Done => return,
+                Stop::Again => {
+                    let wait = tokio::time::sleep(backoff(attempt));
+                    attempt = attempt.saturating_add(1);
+                    tokio::select! {
+                        _ = wait => {}
+                        _ = stopped.changed() => return,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn remake(&self) -> Result<consumer::PullConsumer, Error> {
+        let stream = self.shared.ensure_stream(self.topic).await?;
+        self.shared.consumer(&stream, self.topic, &self.name).await
+    }
+
+    async fn pump<T: Topic + DeserializeOwned>(
+        &mut self,
+        messages: &mut consumer::pull::Stream,
+        stopped: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Stop {
+        loop {
+            let next = tokio::select! {
+                next = next(messages) => next,
+                _ = stopped.changed() => return Stop::Done,
+            };
+            let message = match next {
+                None => return Stop::Again,
+                Some(Ok(message)) => message,
+                Some(Err(error)) => match error.kind() {
+                    // Heartbeats missed while the server is away: the stream goes on.
+                    consumer::pull::MessagesErrorKind::MissingHeartbeat => continue,
+                    _ => return Stop::Again,
+                },
+            };
+            if let Some(stop) = self.handle::<T>(message, stopped).await {
+                return stop;
+            }
+        }
+    }
+
+    /// Publishes one message on the bus and acks it; or acks a redelivery, or terminates a
+    /// message that cannot be decoded. `None`: go on with the next.
+    async fn handle<T: Topic + DeserializeOwned>(
+        &mut self,
+        message: jetstream::Message,
+        stopped: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Stop> {
+        let seq = match message.info() {
+            Ok(info) => info.stream_sequence,
+            Err(_) => return Some(Stop::Again),
+        };
+        if seq <= self.last {
+            let _ = message.ack().await;
+            return None;
+        }
+        let origin = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(ORIGIN_HEADER))
+            .map(|v| v.as_str() == self.shared.id);
+        if origin == Some(true) {
+            self.last = seq;
+            let _ = message.ack().await;
+            return None;
+        }
+        let value = match serde_json::from_slice::<T>(&message.payload) {
+            Ok(value) => value,
+            Err(error) => {
+                let error = Failure::text(format_args!(
+                    "cannot decode stream message {seq} of `{}` as JSON: {error}",
+                    self.topic
+                ));
+                let letter = DeadLetter::undecodable(
+                    self.topic,
+                    seq,
+                    Arc::clone(&self.subscriber),
+                    error,
+                    message.payload.to_vec(),
+                );
+                self.bus.engine.record_dead_letter(letter);
+                self.last = seq;
+                let _ = message.ack_with(AckKind::Term).await;
+                return None;
+            }
+        };
+        let mut publish = Imported(Box::pin(self.bus.publish_async(value)));
+        let mut progress = tokio::time::interval(ACK_WAIT / 3);
+        progress.tick().await;
+        let published = loop {
+            tokio::select! {
+                published = &mut publish => break published,
+                _ = progress.tick() => { let _ = message.ack_with(AckKind::Progress).await; }
+                _ = stopped.changed() => return Some(Stop::Done),
+            }
+        };
+        match published {
+            Ok(_) => {
+                self.last = seq;
+                let _ = message.ack().await;
+                None
+            }
+            // The bus closed (or would deadlock, which a task outside the bus cannot cause):
+            // not acked, so sent again to the next run.
+            Err(PublishError::Closed(_) | PublishError::WouldDeadlock(_)) => Some(Stop::Done),
+        }
+    }
+}
+
+/// An importer's `publish_async`, marked as such on the thread polling it (see `IMPORTING`).
+struct Imported<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for Imported<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        struct Unmark;
+        impl Drop for Unmark {
+            fn drop(&mut self) {
+                IMPORTING.with(|i| i.set(false));
+            }
+        }
+        IMPORTING.with(|i| i.set(true));
+        let _unmark = Unmark;
+        self.0.as_mut().poll(cx)
+    }
+}
+
+async fn next<S: Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+    poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)).await
+}
+
+/// `eventbus.` and the topic's name, each character a subject token cannot hold written
+/// `~XX` (its UTF-8 bytes in hex), and a `.` kept only between two non-empty tokens.
+fn subject(topic: &str) -> String {
+    let mut subject = String::from("eventbus");
+    for token in topic.split('.') {
+        subject.push('.');
+        if token.is_empty() {
+            subject.push_str("~2E");
+            continue;
+        }
+        for c in token.chars() {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                subject.push(c);
+            } else {
+                let mut bytes = [0; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    subject.push_str(&format!("~{b:02X}"));
+                }
+            }
+        }
+    }
+    subject
+}
+
+/// The stream of a subject: its dots as `_` (which the escaped tokens never hold).
+fn stream_name(subject: &str) -> String {
+    subject.replace('.', "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject;
+
+    #[test]
+    fn subjects_escape_what_a_token_cannot_hold() {
+        assert_eq!(subject("orders.placed"), "eventbus.orders.placed");
+        assert_eq!(subject("Wrapper<u32>"), "eventbus.Wrapper~3Cu32~3E");
+        assert_eq!(subject("a..b"), "eventbus.a.~2E.b");
+        assert_eq!(subject("a_b c"), "eventbus.a~5Fb~20c");
+        assert_eq!(subject("*.>"), "eventbus.~2A.~3E");
+    }
+}
