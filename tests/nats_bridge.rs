@@ -362,6 +362,47 @@ async fn export_while_the_server_is_down_blocks_and_completes_when_it_is_back() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_reports_the_exports_the_server_never_acknowledged() {
+    let mut server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    server.kill();
+    for id in 0..5 {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    let started = Instant::now();
+    let error = exporter
+        .close_timeout(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    // The deadline, then at most one ack timeout (2 s) for the send in hand.
+    assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
+    let Error::Unsent { letters } = error else {
+        panic!("{error:?}")
+    };
+    let ids: Vec<u64> = letters
+        .iter()
+        .map(|l| l.payload::<OrderPlaced>().unwrap().id)
+        .collect();
+    assert_eq!(
+        ids,
+        [0, 1, 2, 3, 4],
+        "every unsent message, with its value, in order"
+    );
+    assert!(letters
+        .iter()
+        .all(|l| l.subscriber() == "nats-export:orders.placed"));
+    assert!(
+        letters[4]
+            .error()
+            .contains("closed before the NATS server acknowledged"),
+        "{}",
+        letters[4].error()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shop_and_a_warehouse_in_two_processes() {
     let server = Server::start();
     let example = build_example();
@@ -431,14 +472,19 @@ fn wait_with_deadline(mut child: Child, role: &str) -> String {
     }
 }
 
-/// Builds `examples/nats_shop.rs` and returns its path (cargo names it in its JSON output).
-/// It has a target directory of its own: the outer `cargo test` may hold its own.
+/// Builds `examples/nats_shop.rs` and returns its path (cargo names it in its JSON output),
+/// in the target directory this test binary was built in (`<target>/<profile>/deps/`), so
+/// only the example itself is compiled: cargo lets go of that directory's lock before it
+/// runs the tests.
 fn build_example() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nats-shop");
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
+    let release = exe.ancestors().nth(2).unwrap().ends_with("release");
     let output = Command::new(cargo)
         .args(["build", "--quiet", "--message-format=json", "--example"])
+        .args(release.then_some("--release"))
         .arg("nats_shop")
         .args(["--features", "nats", "--manifest-path"])
         .arg(&manifest)

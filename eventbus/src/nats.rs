@@ -273,12 +273,26 @@ impl Bridge {
     pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
     /// Connects `bus` to the NATS server at `url` (`nats://host:port`). Call it on a tokio
-    /// runtime (the bridge's tasks run there, or on the bus's runtime if it has one).
+    /// runtime: the bridge's import tasks run there.
     ///
     /// # Errors
     ///
     /// [`Error::Connect`] if no server answers within [`CONNECT_TIMEOUT`](Self::CONNECT_TIMEOUT)
     /// (a refused connection fails at once); [`Error::NoRuntime`] outside a runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{nats::{Bridge, Error}, Bus};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let bus = Bus::builder().build();
+    /// // Port 1 on this machine: no NATS server there.
+    /// let error = Bridge::connect(&bus, "nats://127.0.0.1:1").await.unwrap_err();
+    /// assert!(matches!(error, Error::Connect { .. }));
+    /// assert!(error.to_string().starts_with("cannot connect to the NATS server at `nats://127.0.0.1:1`"));
+    /// # });
+    /// ```
     pub async fn connect(bus: &Bus, url: &str) -> Result<Bridge, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let connect = async_nats::ConnectOptions::new()
@@ -328,7 +342,24 @@ impl Bridge {
         &self.shared.id
     }
 
-    /// The subject topic `T` is sent on: `eventbus.` and its name, escaped where needed.
+    /// The subject topic `T` is sent on: `eventbus.` and its name, escaped where needed
+    /// (see the [module docs](self)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{nats::Bridge, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced;
+    ///
+    /// #[derive(Topic)]
+    /// struct Wrapper<T>(T);
+    ///
+    /// assert_eq!(Bridge::subject::<OrderPlaced>(), "eventbus.orders.placed");
+    /// assert_eq!(Bridge::subject::<Wrapper<u8>>(), "eventbus.Wrapper~3Cu8~3E");
+    /// ```
     pub fn subject<T: Topic>() -> String {
         subject(T::name())
     }
@@ -341,6 +372,24 @@ impl Bridge {
     ///
     /// [`Error::Server`] if the stream cannot be made, [`Error::Subscribe`] if the
     /// subscription cannot start, [`Error::Twice`] if `T` is already exported.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Serialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.export::<OrderPlaced>().await?;
+    /// bus.publish_async(OrderPlaced { id: 7 }).await?; // on subject eventbus.orders.placed
+    /// bridge.close().await?;                            // once the server has acked it
+    /// # Ok(()) }
+    /// ```
     pub async fn export<T: Topic + Serialize>(&self) -> Result<(), Error> {
         self.export_with::<T>(Options::default()).await
     }
@@ -389,6 +438,25 @@ impl Bridge {
     /// [`Error::BadName`] for a name JetStream cannot hold, [`Error::Server`] if the stream
     /// or the consumer cannot be made, [`Error::Twice`] if `T` is already imported under
     /// `name` by this bridge.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic, serde::Deserialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// bus.subscribe::<OrderPlaced>(Options::default(), |m: &Message<OrderPlaced>| {
+    ///     println!("order {} from another process", m.id);
+    /// });
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.import::<OrderPlaced>("warehouse").await?; // resumes where "warehouse" stopped
+    /// # Ok(()) }
+    /// ```
     pub async fn import<T: Topic + DeserializeOwned>(&self, name: &str) -> Result<(), Error> {
         let valid = !name.is_empty()
             && name.len() <= 200
@@ -488,6 +556,16 @@ impl Bridge {
             Ok(())
         } else {
             Err(Error::Unsent { letters })
+        }
+    }
+}
+
+/// Dropped without [`close`](Bridge::close): the imports stop (each after the message in
+/// hand); the exports go on until the bus closes, which delivers them first.
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        for import in self.imports.lock().iter() {
+            let _ = import.stop.send(true);
         }
     }
 }
