@@ -5,6 +5,40 @@
 //! topic, `publish_async` per imported message) and, below it, only the engine's
 //! `record_dead_letter` (an undecodable import is a dead letter no subscriber made).
 //!
+//! Feature `nats` turns on `tokio` and `serde`; its client, `async-nats`, needs rustc 1.89.
+//!
+//! # Examples
+//!
+//! Two processes, each with its bus: the shop exports its orders and imports the
+//! warehouse's reservations (`examples/nats_shop.rs` is the whole program, both roles).
+//!
+//! ```no_run
+//! use eventbus::{nats::Bridge, Bus, Message, Options, Topic};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Topic, Serialize, Deserialize)]
+//! #[topic(name = "orders.placed")]
+//! struct OrderPlaced { id: u64 }
+//!
+//! #[derive(Topic, Serialize, Deserialize)]
+//! #[topic(name = "stock.reserved")]
+//! struct StockReserved { order: u64 }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let bus = Bus::builder().build();
+//! bus.subscribe::<StockReserved>(Options::default(), |m: &Message<StockReserved>| {
+//!     println!("reserved: order {}", m.order);
+//! });
+//! let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+//! bridge.export::<OrderPlaced>().await?;
+//! bridge.import::<StockReserved>("shop").await?;
+//! bus.publish_async(OrderPlaced { id: 1 }).await?;
+//! // ... later: send what was accepted, await the server's acks, stop importing.
+//! bridge.close().await?;
+//! bus.close_async().await;
+//! # Ok(()) }
+//! ```
+//!
 //! # Layout on the server
 //!
 //! Each topic is one stream, made (or its subjects updated) by the first bridge that exports
@@ -28,7 +62,8 @@
 //! `Block` the topic's publishers wait. An error the server gives for the message itself
 //! (too large, refused), or a value that cannot be serialized, is a failed attempt of the
 //! bus's own: retried in place as the subscriber's options say, then a local dead letter with
-//! the value.
+//! the value. A log topic cannot be exported (its subscriptions take no filter, which the
+//! export needs).
 //!
 //! # Import
 //!
@@ -55,7 +90,9 @@
 //! connection lost later is made again by the client with backoff (doubling from 50 ms to
 //! 2 s); exports go on with the message in hand (de-duplicated by id), imports from the
 //! durable consumer's position. A crash of the importing process between the local publish
-//! and the ack delivers that message again in the next run: at least once.
+//! and the ack delivers that message again in the next run: at least once. The bus itself
+//! keeps nothing on disk: what an exporting process had accepted but not yet sent when it
+//! crashed is lost with it (a graceful `close` sends it first).
 //!
 //! # Close
 //!
@@ -719,20 +756,11 @@ impl Importer {
             if *stopped.borrow() {
                 return;
             }
-            let ready = match consumer.take() {
-                Some(consumer) => Ok(consumer),
-                None => self.remake().await,
-            };
-            let messages = match ready {
-                Ok(consumer) => consumer
-                    .stream()
-                    .max_messages_per_batch(100)
-                    .heartbeat(Duration::from_secs(1))
-                    .expires(Duration::from_secs(5))
-                    .messages()
-                    .await
-                    .ok(),
-                Err(_) => None,
+            // Making the consumer again waits for a server that may be down: a close must
+            // not wait for that.
+            let messages = tokio::select! {
+                messages = self.open(consumer.take()) => messages,
+                _ = stopped.changed() => return,
             };
             let stop = match messages {
                 Some(mut messages) => {
@@ -755,9 +783,27 @@ impl Importer {
         }
     }
 
-    async fn remake(&self) -> Result<consumer::PullConsumer, Error> {
-        let stream = self.shared.ensure_stream(self.topic).await?;
-        self.shared.consumer(&stream, self.topic, &self.name).await
+    /// The consumer's messages: from `consumer`, or from the consumer made again.
+    async fn open(
+        &self,
+        consumer: Option<consumer::PullConsumer>,
+    ) -> Option<consumer::pull::Stream> {
+        let consumer = match consumer {
+            Some(consumer) => consumer,
+            None => {
+                let stream = self.shared.ensure_stream(self.topic).await.ok()?;
+                let consumer = self.shared.consumer(&stream, self.topic, &self.name);
+                consumer.await.ok()?
+            }
+        };
+        consumer
+            .stream()
+            .max_messages_per_batch(100)
+            .heartbeat(Duration::from_secs(1))
+            .expires(Duration::from_secs(5))
+            .messages()
+            .await
+            .ok()
     }
 
     async fn pump<T: Topic + DeserializeOwned>(
@@ -831,13 +877,26 @@ impl Importer {
             }
         };
         let mut publish = Imported(Box::pin(self.bus.publish_async(value)));
-        let mut progress = tokio::time::interval(ACK_WAIT / 3);
-        progress.tick().await;
-        let published = loop {
-            tokio::select! {
-                published = &mut publish => break published,
-                _ = progress.tick() => { let _ = message.ack_with(AckKind::Progress).await; }
-                _ = stopped.changed() => return Some(Stop::Done),
+        // Most publishes are accepted at once; one the bus makes wait gets progress acks.
+        let at_once = poll_fn(|cx| match Pin::new(&mut publish).poll(cx) {
+            Poll::Ready(published) => Poll::Ready(Some(published)),
+            Poll::Pending => Poll::Ready(None),
+        });
+        let published = match at_once.await {
+            Some(published) => published,
+            None => {
+                let mut progress = tokio::time::interval(ACK_WAIT / 3);
+                progress.tick().await;
+                loop {
+                    tokio::select! {
+                        published = &mut publish => break published,
+                        _ = progress.tick() => {
+                            let _ = message.ack_with(AckKind::Progress).await;
+                        }
+                        // Dropped unpublished (`publish_async` is cancel-safe), not acked.
+                        _ = stopped.changed() => return Some(Stop::Done),
+                    }
+                }
             }
         };
         match published {
