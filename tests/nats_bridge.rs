@@ -316,9 +316,9 @@ async fn export_while_the_server_is_down_blocks_and_completes_when_it_is_back() 
         .unwrap();
     server.kill();
 
-    // The exporter holds one message while the server is away and its mailbox fills: the
-    // topic's publishers are held back (`Block`). Seen without waiting: `try_publish` is
-    // refused once the exporter holds one and has `capacity` queued.
+    // While the server is away the exporter's window (its sender's) fills, then its mailbox:
+    // the topic's publishers are held back (`Block`). Seen without waiting: `try_publish` is
+    // refused once the exporter holds one it cannot hand on and has `capacity` queued.
     let mut accepted = 0;
     let deadline = Instant::now() + PATIENCE;
     loop {
@@ -338,7 +338,7 @@ async fn export_while_the_server_is_down_blocks_and_completes_when_it_is_back() 
             Err(other) => panic!("{other:?}"),
         }
     }
-    assert_eq!(accepted, capacity as u64 + 1);
+    assert!(accepted > capacity as u64, "{accepted}");
     // A blocking publish waits: polled now, it is pending (the mailbox is full and stays so
     // while the server is down).
     let mut waiting = Box::pin(shop.publish_async(OrderPlaced { id: accepted }));

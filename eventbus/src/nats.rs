@@ -111,14 +111,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, context::PublishErrorKind, stream, AckKind};
+use std::collections::VecDeque;
+use std::future::IntoFuture;
+
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::publish::PublishAck;
+use async_nats::jetstream::{self, consumer, stream, AckKind};
 use futures_core::Stream;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::handler::Failure;
-use crate::{Bus, DeadLetter, Options, PublishError, SubscribeError, Subscription, Topic};
+use crate::{Bus, DeadLetter, Options, SubscribeError, Subscription, Topic};
 
 /// The header holding the message's seq in its topic, on the exporting bus.
 pub const SEQ_HEADER: &str = "Eventbus-Seq";
@@ -272,7 +278,7 @@ impl std::error::Error for Error {
 pub struct Bridge {
     shared: Arc<Shared>,
     bus: Bus,
-    exports: Mutex<Vec<Subscription>>,
+    exports: Mutex<Vec<Export>>,
     imports: Mutex<Vec<Import>>,
 }
 
@@ -285,6 +291,13 @@ struct Shared {
     /// Set by `close` once its deadline has passed: exports waiting for the server give up.
     give_up: AtomicBool,
     runtime: tokio::runtime::Handle,
+}
+
+struct Export {
+    subscription: Subscription,
+    /// Tells the sender that the subscription is gone.
+    finish: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 struct Import {
@@ -445,24 +458,51 @@ impl Bridge {
             .name
             .clone()
             .unwrap_or_else(|| format!("nats-export:{}", T::name()));
-        if self.exports.lock().iter().any(|s| s.name() == name) {
+        if self
+            .exports
+            .lock()
+            .iter()
+            .any(|e| e.subscription.name() == name)
+        {
             return Err(Error::Twice { topic: T::name() });
         }
         self.shared.ensure_stream(T::name()).await?;
-        let shared = Arc::clone(&self.shared);
-        let subject: Arc<str> = subject(T::name()).into();
+        let (to_sender, from) = tokio::sync::mpsc::channel(WINDOW);
+        let (settled_tx, settled) = tokio::sync::watch::channel(0);
+        let (finish, finished) = tokio::sync::watch::channel(false);
+        let engine = Arc::clone(&self.bus.engine);
+        let mut handoff = Handoff {
+            to_sender,
+            handed: 0,
+            settled,
+            engine: Arc::clone(&engine),
+            id: self.shared.id.as_str().into(),
+        };
         let options = options
-            .name(name)
+            .name(name.clone())
             .filter(|_: &T| !IMPORTING.with(Cell::get));
         let subscription = self
             .bus
             .try_subscribe_async::<T, _, _, _>(options, move |message: crate::Message<T>| {
-                let shared = Arc::clone(&shared);
-                let subject = Arc::clone(&subject);
-                async move { shared.send(&subject, &message).await }
+                handoff.hand(message)
             })
             .map_err(Error::Subscribe)?;
-        self.exports.lock().push(subscription);
+        let sender = Sender::<T> {
+            shared: Arc::clone(&self.shared),
+            subject: subject(T::name()).into(),
+            topic: T::name(),
+            name: name.into(),
+            engine,
+            window: VecDeque::with_capacity(WINDOW),
+            last_sent: None,
+            settled: settled_tx,
+        };
+        let task = self.shared.runtime.spawn(sender.run(from, finished));
+        self.exports.lock().push(Export {
+            subscription,
+            finish,
+            task,
+        });
         Ok(())
     }
 
@@ -522,7 +562,9 @@ impl Bridge {
             topic: T::name(),
             name: name.to_string(),
             subscriber: format!("nats-import:{name}").into(),
-            last: 0,
+            stream: Some(stream),
+            expected: 0,
+            gap: None,
         };
         let task = self
             .shared
@@ -563,7 +605,14 @@ impl Bridge {
             let _ = import.task.await;
         }
         let exports = std::mem::take(&mut *self.exports.lock());
-        let names: Vec<String> = exports.iter().map(|s| s.name().to_string()).collect();
+        let names: Vec<String> = exports
+            .iter()
+            .map(|e| e.subscription.name().to_string())
+            .collect();
+        let (subscriptions, senders): (Vec<_>, Vec<_>) = exports
+            .into_iter()
+            .map(|e| (e.subscription, (e.finish, e.task)))
+            .unzip();
         let shared = Arc::clone(&self.shared);
         let deadline = self.shared.runtime.spawn(async move {
             tokio::time::sleep(timeout).await;
@@ -571,11 +620,16 @@ impl Bridge {
         });
         // Unsubscribing delivers what was queued; it blocks its thread until then.
         let drained = tokio::task::spawn_blocking(move || {
-            for export in exports {
-                export.unsubscribe();
+            for subscription in subscriptions {
+                subscription.unsubscribe();
             }
         })
         .await;
+        // Then the senders send what they were handed and await the acks.
+        for (finish, task) in senders {
+            let _ = finish.send(true);
+            let _ = task.await;
+        }
         deadline.abort();
         if let Err(error) = drained {
             if error.is_panic() {
@@ -653,9 +707,9 @@ impl Shared {
         let config = consumer::pull::Config {
             durable_name: Some(name.to_string()),
             deliver_policy: consumer::DeliverPolicy::All,
-            ack_policy: consumer::AckPolicy::Explicit,
+            ack_policy: consumer::AckPolicy::All,
             ack_wait: ACK_WAIT,
-            max_ack_pending: 1,
+            max_ack_pending: IMPORT_WINDOW,
             ..Default::default()
         };
         stream
@@ -667,56 +721,234 @@ impl Shared {
                 source: Box::new(e),
             })
     }
+}
 
-    /// Sends one export and waits for the server's ack, sending it again while the server
-    /// cannot be reached; an error the server gives for the message is a failed attempt.
-    async fn send<T: Topic + Serialize>(
-        &self,
-        subject: &str,
-        message: &crate::Message<T>,
-    ) -> Result<(), BoxError> {
-        let payload = serde_json::to_vec(message.payload())?;
-        let seq = message.seq().to_string();
-        // Built once: a resend clones it (the payload is shared, not copied).
-        let publish = jetstream::message::PublishMessage::build()
-            .payload(payload.into())
-            .message_id(format!("{}-{seq}", self.id))
-            .header(SEQ_HEADER, seq.as_str())
-            .header(ORIGIN_HEADER, self.id.as_str());
-        for attempt in 0u32.. {
-            if self.give_up.load(SeqCst) {
-                return Err(
-                    "the bridge closed before the NATS server acknowledged this export".into(),
-                );
+/// How many exports of one topic may wait for the server's ack at once.
+const WINDOW: usize = 256;
+
+/// One message on its way to the server.
+struct Outgoing<T> {
+    message: crate::Message<T>,
+    /// Payload, `Nats-Msg-Id` and headers; no expectation (a resend carries none).
+    publish: PublishMessage,
+    id: Arc<str>,
+}
+
+/// A message sent, its ack to come.
+struct Sent<T> {
+    out: Outgoing<T>,
+    ack: Pin<Box<dyn Future<Output = Result<PublishAck, PublishError>> + Send>>,
+}
+
+/// What an export subscriber hands its sender: the next message, in the topic's order.
+struct Handoff<T> {
+    to_sender: tokio::sync::mpsc::Sender<Outgoing<T>>,
+    /// How many messages the subscriber handed over.
+    handed: u64,
+    /// How many the sender has settled (acked, or dead letters), from the sender.
+    settled: tokio::sync::watch::Receiver<u64>,
+    engine: Arc<crate::engine::Engine>,
+    /// The bridge's id, for the message ids.
+    id: Arc<str>,
+}
+
+impl<T: Topic + Serialize> Handoff<T> {
+    /// Serializes the message and hands it to the sender, waiting for room in its window
+    /// (backpressure); once the bus is closing, also for the server's ack, so a close of
+    /// the bus flushes the exports.
+    fn hand(&mut self, message: crate::Message<T>) -> impl Future<Output = Result<(), BoxError>> {
+        let prepared = serde_json::to_vec(message.payload()).map(|payload| {
+            let seq = message.seq().to_string();
+            let id: Arc<str> = format!("{}-{seq}", self.id).into();
+            let publish = PublishMessage::build()
+                .payload(payload.into())
+                .message_id(&*id)
+                .header(SEQ_HEADER, seq.as_str())
+                .header(ORIGIN_HEADER, &*self.id);
+            Outgoing {
+                message,
+                publish,
+                id,
             }
-            let sent = match self
+        });
+        self.handed += u64::from(prepared.is_ok());
+        let handed = self.handed;
+        let to_sender = self.to_sender.clone();
+        let mut settled = self.settled.clone();
+        let engine = Arc::clone(&self.engine);
+        async move {
+            let out = prepared?;
+            if to_sender.send(out).await.is_err() {
+                return Err("the bridge's sender has stopped".into());
+            }
+            if !engine.lifecycle.is_open() {
+                let _ = settled.wait_for(|settled| *settled >= handed).await;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Sends one exported topic's messages to the server, in order, up to [`WINDOW`] of them
+/// awaiting their acks at once.
+///
+/// The order holds with a window because each message is sent expecting the previous one
+/// to be the stream's last (`Nats-Expected-Last-Msg-Id`): the server stores a message only
+/// right after its predecessor, so a message lost on the way (a connection that broke) makes
+/// every later one be refused, never stored ahead of it. Any failure, refusal or missing ack
+/// switches to one at a time: everything not acked is sent again in order, each awaited,
+/// without expectation (the `Nats-Msg-Id` makes the server drop a copy that had arrived),
+/// then the window opens again. A topic exported by several processes interleaves, so
+/// expectations fail and it goes one at a time more often: slower, never out of order.
+struct Sender<T> {
+    shared: Arc<Shared>,
+    subject: async_nats::Subject,
+    topic: &'static str,
+    /// The export subscriber's name, for dead letters.
+    name: Arc<str>,
+    engine: Arc<crate::engine::Engine>,
+    window: VecDeque<Sent<T>>,
+    /// The id of the last message sent in the window: the next one's expectation.
+    last_sent: Option<Arc<str>>,
+    settled: tokio::sync::watch::Sender<u64>,
+}
+
+impl<T: Topic> Sender<T> {
+    async fn run(
+        mut self,
+        mut from: tokio::sync::mpsc::Receiver<Outgoing<T>>,
+        mut finish: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let (mut open, mut finishing) = (true, false);
+        loop {
+            if !open && self.window.is_empty() {
+                return;
+            }
+            let (waiting, room) = (!self.window.is_empty(), self.window.len() < WINDOW);
+            tokio::select! {
+                biased;
+                acked = front(&mut self.window), if waiting => self.settle(acked).await,
+                next = from.recv(), if open && room => match next {
+                    Some(out) => self.send(out).await,
+                    None => open = false,
+                },
+                // The subscription is gone: take what it handed over, then stop.
+                _ = finish.changed(), if !finishing => {
+                    finishing = true;
+                    from.close();
+                }
+            }
+        }
+    }
+
+    /// Sends `out` in the window, expecting the previous message to be the stream's last.
+    async fn send(&mut self, out: Outgoing<T>) {
+        let mut publish = out.publish.clone();
+        if let Some(last) = &self.last_sent {
+            publish = publish.expected_last_message_id(&**last);
+        }
+        let ack: Pin<Box<dyn Future<Output = _> + Send>> = match self
+            .shared
+            .js
+            .send_publish(self.subject.clone(), publish)
+            .await
+        {
+            Ok(ack) => ack.into_future(),
+            Err(error) => Box::pin(async move { Err(error) }),
+        };
+        self.last_sent = Some(Arc::clone(&out.id));
+        self.window.push_back(Sent { out, ack });
+    }
+
+    /// The oldest message's ack came.
+    async fn settle(&mut self, acked: Result<PublishAck, PublishError>) {
+        let Some(sent) = self.window.pop_front() else {
+            return;
+        };
+        match acked {
+            Ok(_) => self.settled(),
+            Err(error) if !transient(&error) => {
+                self.dead_letter(sent.out, Failure::error(error));
+                self.one_at_a_time(Vec::new()).await;
+            }
+            Err(_) => self.one_at_a_time(vec![sent.out]).await,
+        }
+    }
+
+    /// Sends `first`, then everything still in the window, one at a time, each awaited.
+    async fn one_at_a_time(&mut self, first: Vec<Outgoing<T>>) {
+        let rest: Vec<Outgoing<T>> = self.window.drain(..).map(|sent| sent.out).collect();
+        for out in first.into_iter().chain(rest) {
+            self.send_alone(out).await;
+        }
+        self.last_sent = None;
+    }
+
+    /// Sends one message and awaits its ack, again and again while the server cannot be
+    /// reached, until the bridge's close gives up; a refusal makes it a dead letter.
+    async fn send_alone(&mut self, out: Outgoing<T>) {
+        for attempt in 0u32.. {
+            if self.shared.give_up.load(SeqCst) {
+                let why = "the bridge closed before the NATS server acknowledged this export";
+                return self.dead_letter(out, Failure::text(why));
+            }
+            let publish = out.publish.clone();
+            let acked = match self
+                .shared
                 .js
-                .send_publish(subject.to_string(), publish.clone())
+                .send_publish(self.subject.clone(), publish)
                 .await
             {
-                Ok(ack) => ack.await.map(|_| ()),
+                Ok(ack) => ack.await,
                 Err(error) => Err(error),
             };
-            let error = match sent {
-                Ok(()) => return Ok(()),
-                Err(error) => error,
-            };
-            match error.kind() {
-                // The server cannot be reached, or has not answered yet: keep the message,
-                // try again (the id lets the server drop a copy that did arrive).
-                PublishErrorKind::TimedOut
-                | PublishErrorKind::BrokenPipe
-                | PublishErrorKind::MaxAckPending => {}
-                // No stream answers (a server started afresh, or the stream was deleted).
-                PublishErrorKind::StreamNotFound => {
-                    let _ = self.ensure_stream(message.topic()).await;
+            match acked {
+                Ok(_) => return self.settled(),
+                Err(error) if !transient(&error) => {
+                    return self.dead_letter(out, Failure::error(error))
                 }
-                _ => return Err(Box::new(error)),
+                Err(error) => {
+                    if error.kind() == PublishErrorKind::StreamNotFound {
+                        // A server started afresh, or the stream deleted: make it again.
+                        let _ = self.shared.ensure_stream(self.topic).await;
+                    }
+                }
             }
             tokio::time::sleep(backoff(attempt)).await;
         }
-        unreachable!("the loop returns")
     }
+
+    fn settled(&self) {
+        self.settled.send_modify(|settled| *settled += 1);
+    }
+
+    /// A message that cannot be sent: a dead letter of the export subscriber, with its value.
+    fn dead_letter(&self, out: Outgoing<T>, error: Failure) {
+        let letter = DeadLetter::new(out.message, Arc::clone(&self.name), error, 1);
+        self.engine.record_dead_letter(letter);
+        self.settled();
+    }
+}
+
+/// The oldest message's ack (the window is not empty when this is polled).
+async fn front<T>(window: &mut VecDeque<Sent<T>>) -> Result<PublishAck, PublishError> {
+    match window.front_mut() {
+        Some(sent) => sent.ack.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a failed send may succeed if sent again: the server cannot be reached or has not
+/// answered, no stream answers, or the stream's last message was not the one expected.
+fn transient(error: &PublishError) -> bool {
+    matches!(
+        error.kind(),
+        PublishErrorKind::TimedOut
+            | PublishErrorKind::BrokenPipe
+            | PublishErrorKind::MaxAckPending
+            | PublishErrorKind::StreamNotFound
+            | PublishErrorKind::WrongLastMessageId
+    )
 }
 
 /// The wait before try number `attempt` (from 0): doubling from 50 ms to at most 2 s.
@@ -724,16 +956,31 @@ fn backoff(attempt: u32) -> Duration {
     BACKOFF.0.saturating_mul(1 << attempt.min(8)).min(BACKOFF.1)
 }
 
+/// How many messages an import's consumer may have sent and not had acked.
+const IMPORT_WINDOW: i64 = 1024;
+/// How long an importer waits for a missing message to be sent again before it takes it as
+/// handled in an earlier run (acked or terminated there) and goes on.
+const GAP_PATIENCE: Duration = Duration::from_secs(15);
+
 /// One import's task state.
+///
+/// The consumer acks cumulatively (`AckPolicy::All`) and may have [`IMPORT_WINDOW`] messages
+/// unacked; the importer handles them strictly in stream order. A message that arrives
+/// before the one expected (the one expected was lost on the way, and will be sent again
+/// once its ack wait runs out, before the later ones, which were sent after it) is neither
+/// handled nor acked: it comes again in its turn. One that arrives after (a redelivery of a
+/// message already published, whose ack was lost) is only acked.
 struct Importer {
     shared: Arc<Shared>,
     bus: Bus,
     topic: &'static str,
     name: String,
     subscriber: Arc<str>,
-    /// The stream sequence of the last message handled: a redelivery at or below it was
-    /// already published (its ack was lost) and is only acked again.
-    last: u64,
+    stream: Option<stream::Stream>,
+    /// The stream sequence of the next message to handle.
+    expected: u64,
+    /// A message found missing, and since when.
+    gap: Option<(u64, std::time::Instant)>,
 }
 
 /// Why an importer stopped handling messages.
@@ -783,22 +1030,27 @@ impl Importer {
         }
     }
 
-    /// The consumer's messages: from `consumer`, or from the consumer made again.
+    /// The consumer's messages: from `consumer`, or from the consumer made again; the next
+    /// expected is past its ack floor.
     async fn open(
-        &self,
+        &mut self,
         consumer: Option<consumer::PullConsumer>,
     ) -> Option<consumer::pull::Stream> {
-        let consumer = match consumer {
+        let mut consumer = match consumer {
             Some(consumer) => consumer,
             None => {
                 let stream = self.shared.ensure_stream(self.topic).await.ok()?;
                 let consumer = self.shared.consumer(&stream, self.topic, &self.name);
-                consumer.await.ok()?
+                let consumer = consumer.await.ok()?;
+                self.stream = Some(stream);
+                consumer
             }
         };
+        let floor = consumer.info().await.ok()?.ack_floor.stream_sequence;
+        self.expected = self.expected.max(floor + 1);
         consumer
             .stream()
-            .max_messages_per_batch(100)
+            .max_messages_per_batch(256)
             .heartbeat(Duration::from_secs(1))
             .expires(Duration::from_secs(5))
             .messages()
@@ -831,6 +1083,38 @@ impl Importer {
         }
     }
 
+    /// Whether the importer may go on to `seq`, past the messages before it that it has not
+    /// seen: those deleted from the stream, or one that was not sent again in
+    /// [`GAP_PATIENCE`]. Otherwise it waits for them to be sent again.
+    async fn gap_closed(&mut self, seq: u64) -> bool {
+        match self.gap {
+            Some((missing, since)) if missing == self.expected => {
+                if since.elapsed() < GAP_PATIENCE {
+                    return false;
+                }
+                self.expected = seq;
+            }
+            _ => {
+                if let Some(stream) = &self.stream {
+                    while self.expected < seq {
+                        match stream.get_raw_message(self.expected).await {
+                            Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => {
+                                self.expected += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                if self.expected < seq {
+                    self.gap = Some((self.expected, std::time::Instant::now()));
+                    return false;
+                }
+            }
+        }
+        self.gap = None;
+        true
+    }
+
     /// Publishes one message on the bus and acks it; or acks a redelivery, or terminates a
     /// message that cannot be decoded. `None`: go on with the next.
     async fn handle<T: Topic + DeserializeOwned>(
@@ -842,8 +1126,11 @@ impl Importer {
             Ok(info) => info.stream_sequence,
             Err(_) => return Some(Stop::Again),
         };
-        if seq <= self.last {
+        if seq < self.expected {
             let _ = message.ack().await;
+            return None;
+        }
+        if seq > self.expected && !self.gap_closed(seq).await {
             return None;
         }
         let origin = message
@@ -852,7 +1139,7 @@ impl Importer {
             .and_then(|h| h.get(ORIGIN_HEADER))
             .map(|v| v.as_str() == self.shared.id);
         if origin == Some(true) {
-            self.last = seq;
+            self.expected = seq + 1;
             let _ = message.ack().await;
             return None;
         }
@@ -871,8 +1158,11 @@ impl Importer {
                     message.payload.to_vec(),
                 );
                 self.bus.engine.record_dead_letter(letter);
-                self.last = seq;
+                self.expected = seq + 1;
+                // Terminated, so it is never sent again; acked too, so the ack floor passes
+                // it (a terminated message does not move it).
                 let _ = message.ack_with(AckKind::Term).await;
+                let _ = message.ack().await;
                 return None;
             }
         };
@@ -901,13 +1191,15 @@ impl Importer {
         };
         match published {
             Ok(_) => {
-                self.last = seq;
+                self.expected = seq + 1;
                 let _ = message.ack().await;
                 None
             }
             // The bus closed (or would deadlock, which a task outside the bus cannot cause):
             // not acked, so sent again to the next run.
-            Err(PublishError::Closed(_) | PublishError::WouldDeadlock(_)) => Some(Stop::Done),
+            Err(crate::PublishError::Closed(_) | crate::PublishError::WouldDeadlock(_)) => {
+                Some(Stop::Done)
+            }
         }
     }
 }
