@@ -209,7 +209,7 @@ async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_noth
     importer.import::<OrderPlaced>("warehouse").await.unwrap();
     let mut rx = receive(&warehouse);
 
-    let n = 2_000;
+    let n = 10_000;
     let publisher = shop.clone();
     let publishing = tokio::spawn(async move {
         for id in 0..n {
@@ -217,13 +217,13 @@ async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_noth
         }
     });
     // Mid-stream: some have crossed, others are on the way.
-    let mut ids = next_ids(&mut rx, 500).await;
+    let mut ids = next_ids(&mut rx, 1_000).await;
     tokio::task::block_in_place(|| {
         server.kill();
         server.restart();
     });
     publishing.await.unwrap();
-    ids.extend(next_ids(&mut rx, (n - 500) as usize).await);
+    ids.extend(next_ids(&mut rx, (n - 1_000) as usize).await);
     assert!(
         ids.iter().copied().eq(0..n),
         "lost, repeated or out of order: first difference at {:?}",

@@ -8,10 +8,10 @@
 //!
 //! - `EVENTBUS_NATS_MESSAGES` (default 20,000) messages per round, a JSON `{"id":n}` each;
 //!   `EVENTBUS_ROUNDS` (default 5) rounds of each contender.
-//! - **eventbus**: bus A `publish_async` → `Bridge::export` (one message in flight per topic,
-//!   each waiting for the server's ack) → stream → `Bridge::import` (a durable consumer with
-//!   `max_ack_pending = 1`, each message published on bus B, then acked) → an async
-//!   subscriber on bus B. Timed from the first publish to the last message received.
+//! - **eventbus**: bus A `publish_async` → `Bridge::export` (up to 256 messages awaiting
+//!   acks, each expecting its predecessor) → stream → `Bridge::import` (a durable consumer,
+//!   up to 1024 unacked, handled in stream order, each published on bus B, then acked) → an
+//!   async subscriber on bus B. Timed from the first publish to the last message received.
 //! - **raw**: `jetstream.publish` of every message without waiting (acks awaited at the end,
 //!   as async-nats' docs show), while a pull consumer (defaults: `max_ack_pending` 1000)
 //!   receives and acks each. Same timing. No order across redelivery, no backpressure to a

@@ -54,28 +54,38 @@
 //! headers `Nats-Msg-Id` (`<bridge id>-<topic seq>`, where the bridge id is random per
 //! [`Bridge::connect`], so ids stay unique across restarts of the process although the
 //! seq starts again at 0), `Eventbus-Seq` (the topic seq) and `Eventbus-Origin` (the bridge
-//! id), and waits for the server's ack before taking the next message: one message in flight
-//! per topic, so the stream holds the topic's order exactly. While the server cannot be
-//! reached (no ack in time, connection lost, stream missing) the subscriber keeps the
-//! message and sends it again with backoff, with the same `Nats-Msg-Id`, so the server's
-//! duplicate window (2 minutes) drops a copy that did arrive: its mailbox fills, and with
-//! `Block` the topic's publishers wait. An error the server gives for the message itself
-//! (too large, refused), or a value that cannot be serialized, is a failed attempt of the
-//! bus's own: retried in place as the subscriber's options say, then a local dead letter with
-//! the value. A log topic cannot be exported (its subscriptions take no filter, which the
+//! id), and hands it to the topic's sender, which keeps up to 256 messages awaiting the
+//! server's acks, each sent expecting its predecessor to be the stream's last
+//! (`Nats-Expected-Last-Msg-Id`), so the stream holds the topic's order exactly: a message
+//! lost on the way makes the later ones be refused, never stored ahead of it. On any failure
+//! (no ack in time, connection lost, stream missing, a refused expectation) the sender sends
+//! everything not acked again, one at a time and in order, with backoff while the server
+//! cannot be reached, each with its `Nats-Msg-Id`, so the server's duplicate window
+//! (2 minutes) drops a copy that did arrive; then it opens the window again. While the
+//! server is away the window fills, then the subscriber's mailbox, and with `Block` the
+//! topic's publishers wait. A value that cannot be serialized is a failed attempt of the
+//! bus's own (retried in place as the subscriber's options say, then a dead letter); a
+//! message the server refuses for itself (too large, say) is a dead letter of the export
+//! subscriber, with its value. A topic exported by several processes goes one at a time more
+//! often (their messages interleave, so expectations fail): slower, never out of order. A log topic cannot be exported (its subscriptions take no filter, which the
 //! export needs).
 //!
 //! # Import
 //!
 //! An imported topic has a durable pull consumer on its stream, named by the caller (one per
-//! (name, topic)), with explicit acks and **at most one message unacknowledged**
-//! (`max_ack_pending = 1`). That is the choice that keeps the order: JetStream redelivers an
-//! unacked message after the ones sent later unless nothing later is sent, so with one in
-//! flight a redelivery is always the next message. The price is one round trip per message.
-//! Each message is decoded as JSON and published on the local bus with `publish_async`; it is
+//! (name, topic)), with explicit acks and up to 1024 messages unacknowledged. JetStream
+//! redelivers an unacked message after the ones sent later, so the order is the importer's
+//! to keep, by stream sequence (the topic's stream holds nothing else, and the order the
+//! exporter gave it): it handles messages strictly one after another. A message that comes
+//! ahead of the one expected (that one was lost on the way, say with a broken connection) is
+//! neither handled nor acked; the server sends the missing one again when its ack wait
+//! (5 s) runs out, and the later ones after it. A missing message deleted from the stream is
+//! skipped (asked of the server), and one not sent again within 15 s is taken as handled by
+//! an earlier run (its ack arrived, an earlier one's did not). A message that comes behind
+//! (a redelivery of one already published: its ack was lost) is only acked again. Each
+//! message is decoded as JSON and published on the local bus with `publish_async`; it is
 //! acked only once the bus has accepted it (while the bus makes it wait, progress acks keep
-//! the server from sending it again). A redelivery of a message already published (its ack
-//! was lost) is recognized by its stream sequence and only acked again. A message that cannot
+//! the server from sending it again). A message that cannot
 //! be decoded becomes a dead letter on the local bus (subscriber `nats-import:<name>`, seq the
 //! stream sequence, payload the raw bytes as `Vec<u8>`) and is terminated on the server so it
 //! is not sent again.
@@ -444,8 +454,10 @@ impl Bridge {
         self.export_with::<T>(Options::default()).await
     }
 
-    /// Exports like [`export`](Bridge::export), with the subscriber's options: capacity,
-    /// overflow, retries and backoff (for errors the server gives for a message), name.
+    /// Exports like [`export`](Bridge::export), with the subscriber's options: capacity and
+    /// overflow (what a full mailbox does while the server is away: `Block` waits, the
+    /// others drop, counted), retries and backoff (for a value that cannot be serialized),
+    /// name.
     ///
     /// # Errors
     ///
@@ -707,7 +719,7 @@ impl Shared {
         let config = consumer::pull::Config {
             durable_name: Some(name.to_string()),
             deliver_policy: consumer::DeliverPolicy::All,
-            ack_policy: consumer::AckPolicy::All,
+            ack_policy: consumer::AckPolicy::Explicit,
             ack_wait: ACK_WAIT,
             max_ack_pending: IMPORT_WINDOW,
             ..Default::default()
@@ -964,8 +976,8 @@ const GAP_PATIENCE: Duration = Duration::from_secs(15);
 
 /// One import's task state.
 ///
-/// The consumer acks cumulatively (`AckPolicy::All`) and may have [`IMPORT_WINDOW`] messages
-/// unacked; the importer handles them strictly in stream order. A message that arrives
+/// The consumer acks each message (`AckPolicy::Explicit`) and may have [`IMPORT_WINDOW`]
+/// messages unacked; the importer handles them strictly in stream order. A message that arrives
 /// before the one expected (the one expected was lost on the way, and will be sent again
 /// once its ack wait runs out, before the later ones, which were sent after it) is neither
 /// handled nor acked: it comes again in its turn. One that arrives after (a redelivery of a
@@ -1159,10 +1171,8 @@ impl Importer {
                 );
                 self.bus.engine.record_dead_letter(letter);
                 self.expected = seq + 1;
-                // Terminated, so it is never sent again; acked too, so the ack floor passes
-                // it (a terminated message does not move it).
+                // Terminated, so it is never sent again.
                 let _ = message.ack_with(AckKind::Term).await;
-                let _ = message.ack().await;
                 return None;
             }
         };
