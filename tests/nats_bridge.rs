@@ -200,6 +200,49 @@ async fn two_buses_exchange_ten_thousand_messages_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_exporters_of_one_topic_interleave_each_in_its_order() {
+    let server = Server::start();
+    let (east, west, warehouse) = (bus(), bus(), bus());
+    let mut bridges = Vec::new();
+    for shop in [&east, &west] {
+        let bridge = Bridge::connect(shop, &server.url()).await.unwrap();
+        bridge.export::<OrderPlaced>().await.unwrap();
+        bridges.push(bridge);
+    }
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let mut rx = receive(&warehouse);
+
+    // Their messages interleave in the stream, so each one's expectation of its own last
+    // message fails often: each goes one at a time then, and keeps its order.
+    let n = 2_000;
+    let publish = |shop: &Bus, base: u64| {
+        let shop = shop.clone();
+        tokio::spawn(async move {
+            for id in base..base + n {
+                shop.publish_async(OrderPlaced { id }).await.unwrap();
+            }
+        })
+    };
+    let (a, b) = (publish(&east, 0), publish(&west, 1_000_000));
+    a.await.unwrap();
+    b.await.unwrap();
+    let ids = next_ids(&mut rx, 2 * n as usize).await;
+    let east_ids: Vec<u64> = ids.iter().copied().filter(|id| *id < 1_000_000).collect();
+    let west_ids: Vec<u64> = ids.iter().copied().filter(|id| *id >= 1_000_000).collect();
+    assert!(east_ids.iter().copied().eq(0..n), "east: {east_ids:?}");
+    assert!(
+        west_ids.iter().copied().eq(1_000_000..1_000_000 + n),
+        "west: {west_ids:?}"
+    );
+    nothing_more(&mut rx, &east, n).await;
+    for bridge in bridges {
+        bridge.close().await.unwrap();
+    }
+    importer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_nothing() {
     let mut server = Server::start();
     let (shop, warehouse) = (bus(), bus());
