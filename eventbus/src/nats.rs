@@ -79,9 +79,9 @@
 //! exporter gave it): it handles messages strictly one after another. A message that comes
 //! ahead of the one expected (that one was lost on the way, say with a broken connection) is
 //! neither handled nor acked; the server sends the missing one again when its ack wait
-//! (5 s) runs out, and the later ones after it. A missing message deleted from the stream is
-//! skipped (asked of the server), and one not sent again within 15 s is taken as handled by
-//! an earlier run (its ack arrived, an earlier one's did not). A message that comes behind
+//! (5 s) runs out, and the later ones after it. A missing message that the consumer's ack
+//! floor has passed (asked of the server: deleted from the stream, or handled in an earlier
+//! run whose ack arrived when an earlier one's did not) is not waited for. A message that comes behind
 //! (a redelivery of one already published: its ack was lost) is only acked again. Each
 //! message is decoded as JSON and published on the local bus with `publish_async`; it is
 //! acked only once the bus has accepted it (while the bus makes it wait, progress acks keep
@@ -574,9 +574,9 @@ impl Bridge {
             topic: T::name(),
             name: name.to_string(),
             subscriber: format!("nats-import:{name}").into(),
-            stream: Some(stream),
+            consumer: None,
             expected: 0,
-            gap: None,
+            looked: None,
         };
         let task = self
             .shared
@@ -970,9 +970,8 @@ fn backoff(attempt: u32) -> Duration {
 
 /// How many messages an import's consumer may have sent and not had acked.
 const IMPORT_WINDOW: i64 = 1024;
-/// How long an importer waits for a missing message to be sent again before it takes it as
-/// handled in an earlier run (acked or terminated there) and goes on.
-const GAP_PATIENCE: Duration = Duration::from_secs(15);
+/// How often an importer waiting for a missing message asks for the consumer's ack floor.
+const GAP_LOOK: Duration = Duration::from_secs(1);
 
 /// One import's task state.
 ///
@@ -981,18 +980,20 @@ const GAP_PATIENCE: Duration = Duration::from_secs(15);
 /// before the one expected (the one expected was lost on the way, and will be sent again
 /// once its ack wait runs out, before the later ones, which were sent after it) is neither
 /// handled nor acked: it comes again in its turn. One that arrives after (a redelivery of a
-/// message already published, whose ack was lost) is only acked.
+/// message already published, whose ack was lost) is only acked. A missing message the
+/// consumer's ack floor has passed (handled in an earlier run, or deleted) is not waited for.
 struct Importer {
     shared: Arc<Shared>,
     bus: Bus,
     topic: &'static str,
     name: String,
     subscriber: Arc<str>,
-    stream: Option<stream::Stream>,
+    /// The consumer, to ask for its ack floor.
+    consumer: Option<consumer::PullConsumer>,
     /// The stream sequence of the next message to handle.
     expected: u64,
-    /// A message found missing, and since when.
-    gap: Option<(u64, std::time::Instant)>,
+    /// When the importer last asked for the ack floor while waiting for a missing message.
+    looked: Option<std::time::Instant>,
 }
 
 /// Why an importer stopped handling messages.
@@ -1053,13 +1054,12 @@ impl Importer {
             None => {
                 let stream = self.shared.ensure_stream(self.topic).await.ok()?;
                 let consumer = self.shared.consumer(&stream, self.topic, &self.name);
-                let consumer = consumer.await.ok()?;
-                self.stream = Some(stream);
-                consumer
+                consumer.await.ok()?
             }
         };
         let floor = consumer.info().await.ok()?.ack_floor.stream_sequence;
         self.expected = self.expected.max(floor + 1);
+        self.consumer = Some(consumer.clone());
         consumer
             .stream()
             .max_messages_per_batch(256)
@@ -1095,36 +1095,28 @@ impl Importer {
         }
     }
 
-    /// Whether the importer may go on to `seq`, past the messages before it that it has not
-    /// seen: those deleted from the stream, or one that was not sent again in
-    /// [`GAP_PATIENCE`]. Otherwise it waits for them to be sent again.
-    async fn gap_closed(&mut self, seq: u64) -> bool {
-        match self.gap {
-            Some((missing, since)) if missing == self.expected => {
-                if since.elapsed() < GAP_PATIENCE {
-                    return false;
-                }
-                self.expected = seq;
-            }
-            _ => {
-                if let Some(stream) = &self.stream {
-                    while self.expected < seq {
-                        match stream.get_raw_message(self.expected).await {
-                            Err(e) if e.kind() == stream::RawMessageErrorKind::NoMessageFound => {
-                                self.expected += 1;
-                            }
-                            _ => break,
-                        }
-                    }
-                }
-                if self.expected < seq {
-                    self.gap = Some((self.expected, std::time::Instant::now()));
-                    return false;
-                }
+    /// Before waiting for a missing message to be sent again, asks the server whether it
+    /// is handled already: everything up to the consumer's ack floor is (acked, terminated,
+    /// or deleted from the stream), which covers a message acked in an earlier run after one
+    /// before it whose ack was lost. Asks at most once per [`GAP_LOOK`].
+    async fn look_past_gap(&mut self) {
+        if self
+            .looked
+            .is_some_and(|looked| looked.elapsed() < GAP_LOOK)
+        {
+            return;
+        }
+        self.looked = Some(std::time::Instant::now());
+        let Some(consumer) = &mut self.consumer else {
+            return;
+        };
+        if let Ok(info) = consumer.info().await {
+            let floor = info.ack_floor.stream_sequence;
+            if floor >= self.expected {
+                self.expected = floor + 1;
+                self.looked = None;
             }
         }
-        self.gap = None;
-        true
     }
 
     /// Publishes one message on the bus and acks it; or acks a redelivery, or terminates a
@@ -1138,13 +1130,18 @@ impl Importer {
             Ok(info) => info.stream_sequence,
             Err(_) => return Some(Stop::Again),
         };
+        if seq > self.expected {
+            self.look_past_gap().await;
+        }
         if seq < self.expected {
             let _ = message.ack().await;
             return None;
         }
-        if seq > self.expected && !self.gap_closed(seq).await {
+        if seq > self.expected {
+            // Not acked: it comes again, after the missing one.
             return None;
         }
+        self.looked = None;
         let origin = message
             .headers
             .as_ref()
