@@ -447,6 +447,24 @@ async fn close_reports_the_exports_the_server_never_acknowledged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_bus_flushes_the_exports_first() {
+    let server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    let n = 1_000;
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    // No `bridge.close()`: the bus's close waits for the server's acks of what it accepted.
+    shop.close_async().await;
+    let raw = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream = raw.get_stream("eventbus_orders_placed").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, n);
+    exporter.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shop_and_a_warehouse_in_two_processes() {
     let server = Server::start();
     let example = build_example();
