@@ -367,6 +367,8 @@
 // The facade: what users name.
 mod builder;
 mod bus;
+#[cfg(feature = "nats")]
+pub mod nats;
 mod registry;
 mod subscription;
 // The engine under it, and the close/drain protocol.
@@ -376,8 +378,6 @@ mod lifecycle;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 mod directory;
-#[cfg(feature = "nats")]
-pub mod nats;
 mod topic;
 // Workers, and the delivery kinds they take messages from.
 mod log;
