@@ -99,6 +99,21 @@ impl DeadLetter {
         Arc::ptr_eq(&self.message, &other.message) && self.subscription == other.subscription
     }
 
+    /// A dead letter for bytes that came from outside the bus and could not become a
+    /// message of `topic` (feature `nats`: an import that could not be decoded). Its
+    /// payload is the raw bytes: [`payload::<Vec<u8>>()`](DeadLetter::payload).
+    #[cfg(feature = "nats")]
+    pub(crate) fn undecodable(
+        topic: &'static str,
+        seq: u64,
+        subscriber: Arc<str>,
+        error: Failure,
+        bytes: Vec<u8>,
+    ) -> Self {
+        // No subscription of the bus gave up on it (ids start at 1): it cannot be redelivered.
+        DeadLetter::new(Message::alone(seq, topic, bytes), 0, subscriber, error, 1)
+    }
+
     /// The message's topic.
     pub fn topic(&self) -> &'static str {
         self.topic

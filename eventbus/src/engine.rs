@@ -390,6 +390,13 @@ impl Engine {
         published
     }
 
+    /// Keeps a dead letter no subscriber made (feature `nats`: an import that could not be
+    /// decoded), shown to the hook like any other.
+    #[cfg(feature = "nats")]
+    pub(crate) fn record_dead_letter(&self, letter: crate::DeadLetter) {
+        self.dead_letters.push(letter);
+    }
+
     /// Takes a subscription off its topic and retires it, without waiting for anything:
     /// for a stream, whose consumer is the caller.
     #[cfg(feature = "tokio")]

@@ -492,6 +492,8 @@
 //!   `metrics` facade (section 12).
 //! - `dashboard` (takes `serde`): [`dashboard::serve`], the live page
 //!   (section 12).
+//! - `nats` (turns on `tokio` and `serde`; needs rustc 1.89 for `async-nats`): a bridge to
+//!   NATS JetStream across processes, [`nats::Bridge`].
 
 #![deny(missing_docs)]
 
@@ -502,6 +504,8 @@ mod bus;
 pub mod dashboard;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(feature = "nats")]
+pub mod nats;
 mod registry;
 mod subscription;
 // The engine under it, and the close/drain protocol.

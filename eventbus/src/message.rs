@@ -58,6 +58,16 @@ impl<T> Message<T> {
         Message { shared }
     }
 
+    /// A message no publish made, its one reference (a dead letter for bytes that never
+    /// became a message of the bus: feature `nats`).
+    #[cfg(feature = "nats")]
+    pub(crate) fn alone(seq: u64, topic: &'static str, payload: T) -> Self {
+        match crate::shared::shared(Envelope::new(seq, topic, payload), 1).next() {
+            Some(shared) => Message { shared },
+            None => unreachable!("`shared` hands out at least one reference"),
+        }
+    }
+
     /// The message's number in its topic: from 0, one more for each publish, no gaps, no
     /// repeats.
     pub fn seq(&self) -> u64 {

@@ -21,6 +21,12 @@ impl Subscription {
         Subscription { engine, core }
     }
 
+    /// Its id on the bus.
+    #[cfg(feature = "nats")]
+    pub(crate) fn id(&self) -> u64 {
+        self.core.id
+    }
+
     /// The subscriber's name.
     pub fn name(&self) -> &str {
         &self.core.name

@@ -1,0 +1,143 @@
+//! Two processes, one event flow, through NATS JetStream: a shop publishes `OrderPlaced`, a
+//! warehouse (another process) reserves stock for each and publishes `StockReserved`, which
+//! the shop receives. Each bus exports what it publishes and imports what it needs.
+//!
+//! ```sh
+//! nats-server -js -a 127.0.0.1 -p 4222 -sd /tmp/eventbus-nats
+//! cargo run --example nats_shop --features nats -- --role warehouse
+//! cargo run --example nats_shop --features nats -- --role shop
+//! ```
+//!
+//! Options: `--url nats://127.0.0.1:4222` (the default), `--orders N` (5): the shop places N
+//! orders and waits for their reservations; the warehouse handles N orders, then stops.
+//! Either may start first: the durable consumers keep what the other sent meanwhile.
+
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventbus::nats::Bridge;
+use eventbus::{Bus, Message, Options, Topic};
+use serde::{Deserialize, Serialize};
+
+#[derive(Topic, Serialize, Deserialize, Debug)]
+#[topic(name = "shop.orders.placed")]
+pub struct OrderPlaced {
+    pub id: u64,
+    pub item: String,
+}
+
+#[derive(Topic, Serialize, Deserialize, Debug)]
+#[topic(name = "shop.stock.reserved")]
+pub struct StockReserved {
+    pub order: u64,
+}
+
+struct Args {
+    role: String,
+    url: String,
+    orders: u64,
+}
+
+fn args() -> Result<Args, String> {
+    let mut args = Args {
+        role: String::new(),
+        url: "nats://127.0.0.1:4222".into(),
+        orders: 5,
+    };
+    let mut given = std::env::args().skip(1);
+    while let Some(flag) = given.next() {
+        let value = given
+            .next()
+            .ok_or_else(|| format!("`{flag}` needs a value"))?;
+        match flag.as_str() {
+            "--role" => args.role = value,
+            "--url" => args.url = value,
+            "--orders" => {
+                args.orders = value
+                    .parse()
+                    .map_err(|e| format!("--orders `{value}`: {e}"))?
+            }
+            _ => return Err(format!("unknown option `{flag}`")),
+        }
+    }
+    match args.role.as_str() {
+        "shop" | "warehouse" => Ok(args),
+        _ => Err("give `--role shop` or `--role warehouse`".into()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = match args() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("nats_shop: {error}\nusage: nats_shop --role shop|warehouse [--url nats://127.0.0.1:4222] [--orders 5]");
+            std::process::exit(2);
+        }
+    };
+    let bus = Bus::builder().build();
+    let bridge = Bridge::connect(&bus, &args.url).await?;
+    // Counts what this role is waiting for; `done` fires when it reaches `--orders`.
+    let seen = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(tokio::sync::Notify::new());
+    let (wanted, counter, notify) = (args.orders, Arc::clone(&seen), Arc::clone(&done));
+    let count = move || {
+        if counter.fetch_add(1, SeqCst) + 1 == wanted {
+            notify.notify_one();
+        }
+    };
+
+    if args.role == "shop" {
+        bridge.import::<StockReserved>("shop").await?;
+        bridge.export::<OrderPlaced>().await?;
+        bus.subscribe_async::<StockReserved, _, _, _>(
+            Options::default().name("shop::confirm"),
+            move |m: Message<StockReserved>| {
+                println!("shop: stock reserved for order {}", m.order);
+                count();
+                async {}
+            },
+        );
+        for id in 1..=args.orders {
+            bus.publish_async(OrderPlaced {
+                id,
+                item: format!("item-{id}"),
+            })
+            .await?;
+            println!("shop: placed order {id}");
+        }
+    } else {
+        bridge.import::<OrderPlaced>("warehouse").await?;
+        bridge.export::<StockReserved>().await?;
+        let publisher = bus.clone();
+        bus.subscribe_async::<OrderPlaced, _, _, _>(
+            Options::default().name("warehouse::reserve"),
+            move |m: Message<OrderPlaced>| {
+                let bus = publisher.clone();
+                let count = count.clone();
+                async move {
+                    println!("warehouse: reserving {} for order {}", m.item, m.id);
+                    bus.publish_async(StockReserved { order: m.id })
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    count();
+                    Ok::<(), String>(())
+                }
+            },
+        );
+    }
+    if wanted > 0 {
+        done.notified().await;
+    }
+    // Everything accepted for export is sent and acknowledged before this returns.
+    bridge.close_timeout(Duration::from_secs(30)).await?;
+    bus.close_async().await;
+    println!(
+        "{}: done, {} of {}",
+        args.role,
+        seen.load(SeqCst),
+        args.orders
+    );
+    Ok(())
+}
