@@ -159,11 +159,20 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
     let mut messages = consumer.messages().await.unwrap();
     let started = Instant::now();
     let publisher = js.clone();
+    // Up to WINDOW acks awaited at once, as the bridge's exporter does: async-nats stops
+    // taking publishes once too many acks are pending and unawaited (a run of 10,000
+    // collected first never finished).
+    const WINDOW: usize = 256;
     let publishing = tokio::spawn(async move {
-        let mut acks = Vec::with_capacity(n as usize);
+        let mut acks = std::collections::VecDeque::with_capacity(WINDOW);
         for id in 0..n {
+            if acks.len() == WINDOW {
+                let ack: async_nats::jetstream::context::PublishAckFuture =
+                    acks.pop_front().unwrap();
+                ack.await.unwrap();
+            }
             let payload = serde_json::to_vec(&Tick { id }).unwrap();
-            acks.push(
+            acks.push_back(
                 publisher
                     .publish("raw.bench", payload.into())
                     .await
