@@ -346,3 +346,200 @@ fn a_refused_redelivery_keeps_the_letter_and_says_why() {
     );
     assert_eq!(bus.dead_letters().len(), 4);
 }
+
+/// A redelivery finds its topic wherever the directory keeps it: with more topics than its
+/// fixed table holds, some live in the overflow map (before the fix, redelivering their
+/// letters said `Unsubscribed`).
+#[test]
+fn redeliver_finds_topics_beyond_the_directorys_table() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+
+    macro_rules! many {
+        ($($name:ident)*) => {
+            $(
+                #[derive(Topic, Debug)]
+                struct $name;
+            )*
+            fn subscribe_all(bus: &Bus, fixed: &Arc<AtomicBool>, tx: &mpsc::Sender<&'static str>) {
+                $(
+                    let (done, sent) = (Arc::clone(fixed), tx.clone());
+                    bus.subscribe::<$name>(
+                        Options::default().name(stringify!($name)),
+                        move |_: &Message<$name>| {
+                            if !done.load(Ordering::SeqCst) {
+                                return Err("not yet");
+                            }
+                            sent.send(stringify!($name)).unwrap();
+                            Ok(())
+                        },
+                    );
+                )*
+            }
+            fn publish_all(bus: &Bus) {
+                $( bus.publish($name).unwrap(); )*
+            }
+            const COUNT: usize = [$(stringify!($name)),*].len();
+        };
+    }
+    many!(M0 M1 M2 M3 M4 M5 M6 M7 M8 M9 M10 M11 M12 M13 M14 M15 M16 M17 M18 M19 M20 M21 M22 M23 M24 M25 M26 M27 M28 M29 M30 M31 M32 M33 M34 M35 M36 M37 M38 M39 M40 M41 M42 M43 M44 M45 M46 M47 M48 M49 M50 M51 M52 M53 M54 M55 M56 M57 M58 M59 M60 M61 M62 M63 M64 M65 M66 M67 M68 M69 M70 M71 M72 M73 M74 M75 M76 M77 M78 M79 M80 M81 M82 M83 M84 M85 M86 M87 M88 M89 M90 M91 M92 M93 M94 M95 M96 M97 M98 M99 M100 M101 M102 M103 M104 M105 M106 M107 M108 M109 M110 M111 M112 M113 M114 M115 M116 M117 M118 M119 M120 M121 M122 M123 M124 M125 M126 M127 M128 M129 M130 M131 M132 M133 M134 M135 M136 M137 M138 M139 M140 M141 M142 M143 M144 M145 M146 M147 M148 M149 M150 M151 M152 M153 M154 M155 M156 M157 M158 M159);
+
+    let bus = Bus::builder().dead_letter_capacity(1000).build();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    subscribe_all(&bus, &fixed, &tx);
+    publish_all(&bus);
+    // Each letter is stored when its handler gives up; nothing else says when all are.
+    while bus.dead_letters().len() < COUNT {
+        std::thread::yield_now();
+    }
+    let letters = bus.dead_letters();
+    fixed.store(true, Ordering::SeqCst);
+    let refused: Vec<_> = letters
+        .iter()
+        .filter_map(|letter| bus.redeliver(letter).err().map(|e| (letter.topic(), e)))
+        .collect();
+    assert!(refused.is_empty(), "refused: {refused:?}");
+    let mut seen: Vec<_> = (0..COUNT).map(|_| rx.recv().unwrap()).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        COUNT,
+        "each topic's subscriber got its message back"
+    );
+}
+
+/// The subscriber whose mailbox fills up: `account` 0 fails, 1 holds the handler until `go`
+/// is sent, and every handled account is sent to `seen`.
+fn held_billing(
+    bus: &Bus,
+    overflow: eventbus::Overflow,
+) -> (
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+    std::sync::mpsc::Receiver<u32>,
+) {
+    use std::sync::{mpsc, Mutex};
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let (seen_tx, seen_rx) = mpsc::channel();
+    bus.subscribe::<Charge>(
+        Options::default()
+            .name("billing")
+            .capacity(1)
+            .overflow(overflow),
+        move |m: &Message<Charge>| {
+            if m.account == 0 {
+                return Err("frozen");
+            }
+            if m.account == 1 {
+                entered_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+            }
+            seen_tx.send(m.account).unwrap();
+            Ok(())
+        },
+    );
+    (entered_rx, go_tx, seen_rx)
+}
+
+/// A redelivery into a full mailbox is refused whatever the overflow policy: with
+/// `DropNewest` it used to drop the message and delete the letter, with `DropOldest` to
+/// evict a queued message, both while reporting success (this test failed before the fix).
+#[test]
+fn a_redelivery_to_a_full_dropping_mailbox_is_refused_and_keeps_the_letter() {
+    for overflow in [
+        eventbus::Overflow::DropNewest,
+        eventbus::Overflow::DropOldest,
+    ] {
+        let bus = Bus::builder().build();
+        let (entered, go, seen) = held_billing(&bus, overflow);
+        bus.publish(Charge {
+            account: 0,
+            cents: 1,
+        })
+        .unwrap();
+        // One at a time: a second publish into the mailbox of one could be dropped.
+        while bus.dead_letters().is_empty() {
+            std::thread::yield_now();
+        }
+        bus.publish(Charge {
+            account: 1,
+            cents: 1,
+        })
+        .unwrap();
+        entered.recv().unwrap();
+        let letter = bus.dead_letters().remove(0);
+        assert_eq!(letter.seq(), 0);
+        bus.publish(Charge {
+            account: 2,
+            cents: 1,
+        })
+        .unwrap();
+        assert_eq!(
+            bus.redeliver(&letter),
+            Err(eventbus::RedeliverError::Full {
+                subscriber: "billing".into()
+            }),
+            "{overflow:?}"
+        );
+        assert_eq!(
+            bus.dead_letters().len(),
+            1,
+            "{overflow:?}: the letter stays"
+        );
+        go.send(()).unwrap();
+        assert_eq!(seen.recv().unwrap(), 1);
+        assert_eq!(seen.recv().unwrap(), 2, "{overflow:?}: nothing was evicted");
+        // The worker has taken account 2: the mailbox has room again.
+        bus.redeliver(&letter).unwrap();
+        assert!(bus.dead_letters().is_empty());
+        let stats = bus.stats();
+        bus.close();
+        assert_eq!(stats.topics[0].published, 3);
+    }
+}
+
+/// A redelivery the subscription's filter now rejects is refused and the letter kept (it
+/// used to count as redelivered and the letter was deleted: this test failed before the
+/// fix).
+#[test]
+fn a_redelivery_its_filter_rejects_is_refused_and_keeps_the_letter() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+
+    let bus = Bus::builder().build();
+    let rejecting = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let filter = {
+        let rejecting = Arc::clone(&rejecting);
+        move |c: &Charge| !(rejecting.load(Ordering::SeqCst) && c.account == 0)
+    };
+    bus.subscribe::<Charge>(
+        Options::default().name("billing").filter(filter),
+        move |m: &Message<Charge>| {
+            if m.account == 0 {
+                return Err("frozen");
+            }
+            tx.send(m.account).unwrap();
+            Ok(())
+        },
+    );
+    for account in 0..2 {
+        bus.publish(Charge { account, cents: 1 }).unwrap();
+    }
+    assert_eq!(rx.recv().unwrap(), 1);
+    let letter = bus.dead_letters().remove(0);
+    rejecting.store(true, Ordering::SeqCst);
+    let error = bus.redeliver(&letter).unwrap_err();
+    assert_eq!(
+        error,
+        eventbus::RedeliverError::Rejected {
+            subscriber: "billing".into()
+        }
+    );
+    assert!(error.to_string().contains("filter"), "{error}");
+    assert_eq!(bus.dead_letters().len(), 1, "the letter stays");
+}

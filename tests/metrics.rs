@@ -58,8 +58,20 @@ fn scrape_until(addr: SocketAddr, within: Duration, check: impl Fn(&str) -> bool
     }
 }
 
+/// Both tests record into the one global recorder, and the unlabelled gauges (such as
+/// `eventbus_dead_letters`) are shared: one test's samplers would overwrite the other's
+/// values. Each test holds this while its samplers run.
+static RECORDER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn recorder() -> std::sync::MutexGuard<'static, ()> {
+    RECORDER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn the_counters_reach_prometheus_and_are_scraped_over_http() {
+    let _recorder = recorder();
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     PrometheusBuilder::new()
         .with_http_listener(addr)
@@ -154,6 +166,7 @@ struct Tick;
 /// The sampler ends by itself once the bus has closed, and does not keep it open.
 #[test]
 fn the_sampler_stops_once_the_bus_has_closed() {
+    let _recorder = recorder();
     let bus = Bus::builder().build();
     let metrics = eventbus::metrics::install(&bus, Duration::from_millis(1));
     bus.subscribe::<Tick>(Options::default(), |_: &Message<Tick>| {});

@@ -542,13 +542,15 @@ impl Bus {
     /// seq tells). That subscription counts it `received` once more, and it ends as any
     /// message does: delivered, or a dead letter again. Use it once the cause is fixed.
     ///
-    /// It never waits: for room in a full `Block` mailbox it says `Full`.
+    /// It never waits, drops or evicts: for a full mailbox (whatever its overflow policy) it
+    /// says `Full`.
     ///
     /// # Errors
     ///
     /// [`RedeliverError`]: the letter is no longer in the store (`NotFound`), its subscriber
     /// has been unsubscribed, its mailbox is full, its topic keeps a log (whose subscriptions
-    /// cannot be sent a message alone), or the bus is closed. But for `NotFound`, the letter
+    /// cannot be sent a message alone), its filter rejects the message now (`Rejected`), or
+    /// the bus is closed. But for `NotFound`, the letter
     /// stays in the store, in its place.
     ///
     /// # Examples

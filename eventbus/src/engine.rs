@@ -719,8 +719,12 @@ impl Engine {
                 subscriber: letter.subscriber().to_owned(),
             },
             Redelivery::Closed => RedeliverError::Closed,
+            Redelivery::Rejected => RedeliverError::Rejected {
+                subscriber: letter.subscriber().to_owned(),
+            },
         };
-        let redelivered = match self.topics.find(letter.topic_type()) {
+        // `get`, not `find`: the topic may be in the directory's overflow map.
+        let redelivered = match self.topics.get(letter.topic_type()) {
             Some(topic) => {
                 let publisher = worker::current(self.id);
                 topic.redeliver(

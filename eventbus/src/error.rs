@@ -393,7 +393,8 @@ pub enum RedeliverError {
         /// The topic's name.
         topic: &'static str,
     },
-    /// The subscriber's `Block` mailbox is full, or its topic's turn is held by a publisher
+    /// The subscriber's mailbox is full (whatever its overflow policy: a redelivery neither
+    /// drops its message nor evicts a queued one), or its topic's turn is held by a publisher
     /// waiting for room: a redelivery never waits. Try again later.
     Full {
         /// The subscriber's name.
@@ -407,6 +408,12 @@ pub enum RedeliverError {
     },
     /// The bus is closing or closed.
     Closed,
+    /// The subscription's filter rejects the message now (or its filter or group key
+    /// panicked on it, counted as a drop): it was not handed out.
+    Rejected {
+        /// The subscriber's name.
+        subscriber: String,
+    },
 }
 
 impl fmt::Display for RedeliverError {
@@ -431,6 +438,10 @@ impl fmt::Display for RedeliverError {
                  cannot be redelivered to one of them; publish its payload again instead"
             ),
             RedeliverError::Closed => write!(f, "the bus is closed; nothing can be redelivered"),
+            RedeliverError::Rejected { subscriber } => write!(
+                f,
+                "subscriber `{subscriber}` did not take the message (its filter rejects it now)"
+            ),
         }
     }
 }

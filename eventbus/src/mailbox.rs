@@ -308,6 +308,12 @@ impl<T: 'static> Outbox<T> {
         }
     }
 
+    /// Whether the mailbox has no room now, whatever its overflow policy: a redelivery
+    /// must neither drop its message nor evict a queued one.
+    pub(crate) fn is_full(&self) -> bool {
+        !self.flags.shut.load(Acquire) && self.rx.is_full()
+    }
+
     /// Whether a publish would have to wait here: a `Block` mailbox with no room.
     pub(crate) fn would_block(&self) -> bool {
         self.core.options.overflow == Overflow::Block

@@ -672,15 +672,21 @@ impl<T: Topic> TopicState<T> {
         let Some(outbox) = subscribers.iter().find(|o| o.core.id == subscription) else {
             return Err(Redelivery::Unsubscribed);
         };
-        if outbox.wait_for_room(None, lifecycle.stop_signal(), &self.waits) != Room::Ready {
+        // Any policy: with `DropNewest` the message would be dropped, with `DropOldest` a
+        // queued one evicted, with `Block` the redelivery would wait. Only the order lock's
+        // holder puts messages in, so room found here stays until the offer.
+        if outbox.is_full() {
             return Err(Redelivery::Full);
         }
         match outbox.offer(message, lifecycle.stop_signal(), &self.waits) {
+            Offer::Accepted => Ok(()),
             // `Elsewhere`: a group's key now picks another worker's mailbox (a key function
             // that answers differently for the same message); this one no longer takes it.
             Offer::Retired | Offer::Elsewhere => Err(Redelivery::Unsubscribed),
-            // Accepted; or filtered or dropped by the subscription's own rules, counted there.
-            Offer::Accepted | Offer::Dropped | Offer::Abandoned | Offer::Filtered => Ok(()),
+            // Its filter rejects it now, or its filter or key panicked (counted as dropped):
+            // not handed out, so the letter must stay.
+            Offer::Filtered | Offer::Dropped => Err(Redelivery::Rejected),
+            Offer::Abandoned => Err(Redelivery::Closed),
         }
     }
 
@@ -724,6 +730,8 @@ pub(crate) enum Redelivery {
     Full,
     /// The bus is closing.
     Closed,
+    /// The subscription's filter (or group key) did not take it.
+    Rejected,
 }
 
 /// A topic's state without its type, for the bus's bookkeeping.
