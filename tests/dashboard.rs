@@ -533,11 +533,26 @@ fn bad_requests_get_a_4xx_with_a_message() {
     let (_bus, dashboard, _token) = served();
     let addr = dashboard.addr();
     let cases: Vec<(Vec<u8>, u16)> = vec![
-        (b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 404),
-        (b"DELETE / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 405),
         (
-            b"GET /api/redeliver HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            format!("GET /nothing HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes(),
+            404,
+        ),
+        (
+            format!("DELETE / HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes(),
             405,
+        ),
+        (
+            format!("GET /api/redeliver HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes(),
+            405,
+        ),
+        // Another site's name (DNS rebinding): neither the page (its token) nor the state.
+        (
+            b"GET / HTTP/1.1\r\nHost: attacker.example\r\n\r\n".to_vec(),
+            403,
+        ),
+        (
+            b"GET /api/state HTTP/1.1\r\nHost: attacker.example:80\r\n\r\n".to_vec(),
+            403,
         ),
         (b"GARBAGE\r\n\r\n".to_vec(), 400),
         (b"GET / HTTP/2.0\r\n\r\n".to_vec(), 505),
@@ -566,7 +581,7 @@ fn bad_requests_get_a_4xx_with_a_message() {
             431,
         ),
         (
-            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\n\r\n".to_vec(),
+            format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\nGET / HTTP/1.1\r\n\r\n").into_bytes(),
             400,
         ),
     ];
@@ -587,7 +602,10 @@ fn bad_requests_get_a_4xx_with_a_message() {
     let mut half = TcpStream::connect(addr).unwrap();
     half.write_all(b"GET / HTTP/1.1\r\nHost").unwrap();
     drop(half);
-    let (status, _, _) = http(addr, b"GET /api/state HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (status, _, _) = http(
+        addr,
+        format!("GET /api/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    );
     assert_eq!(status, 200);
 
     let (status, state) = request("GET", addr, "/api/state", None);

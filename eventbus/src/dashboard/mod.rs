@@ -209,6 +209,16 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
         Response::error(405, &format!("{} takes {methods}", request.path))
             .with_header("Allow", methods)
     };
+    // A browser names the host it thinks it reached: a page of another site that made its
+    // name resolve here (DNS rebinding) names that site, and must not read the page (its
+    // token) or the state.
+    match request.header("Host") {
+        Err(refused) => return refused,
+        Ok(Some(host)) if !is_this_server(host, shared.port) => {
+            return Response::error(403, "the Host header does not name this server")
+        }
+        Ok(_) => {}
+    }
     match (request.path.as_str(), request.method.as_str()) {
         ("/", "GET") => Response::new(200, "text/html; charset=utf-8", page(&shared.token))
             .with_header(
@@ -295,10 +305,12 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
 /// Whether `host` (`name:port`) names this server: a loopback name or address, or an IP
 /// literal, with its port. A name that is not local could be an attacker's rebinding.
 fn is_this_server(host: &str, port: u16) -> bool {
-    let Some((name, given)) = host.rsplit_once(':') else {
-        return false;
+    // No port (and not the end of a bracketed IPv6 address): the default, 80.
+    let (name, given) = match host.rsplit_once(':') {
+        Some((name, given)) if !host.ends_with(']') => (name, given.parse::<u16>().ok()),
+        _ => (host, Some(80)),
     };
-    if given.parse::<u16>() != Ok(port) {
+    if given != Some(port) {
         return false;
     }
     let name = name.trim_start_matches('[').trim_end_matches(']');
