@@ -23,7 +23,11 @@
 //! | `eventbus_dead_letters_discarded_total` | counter | | dead letters the full store discarded |
 //!
 //! Subscriptions of one topic that share a name are summed into one series. A subscription
-//! that is unsubscribed keeps its last values. The labels do not name the bus: give one
+//! that is unsubscribed keeps its last values, gauges included, until the process ends. A
+//! counter never goes down (`Counter::absolute` keeps the largest value it was given): a
+//! series whose subscriptions leave and come back under the same name shows nothing new
+//! until the new sum passes the old one, so give subscriptions that come and go names of
+//! their own. The labels do not name the bus: give one
 //! process's buses their own recorders, or sample only one of them.
 
 use std::collections::BTreeMap;
