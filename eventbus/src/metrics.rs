@@ -23,14 +23,14 @@
 //! | `eventbus_dead_letters_discarded_total` | counter | | dead letters the full store discarded |
 //!
 //! Subscriptions of one topic that share a name are summed into one series. A subscription
-//! that is unsubscribed keeps its last values, gauges included, until the process ends. A
+//! that is unsubscribed keeps its counters' last values; its gauges go to 0. A
 //! counter never goes down (`Counter::absolute` keeps the largest value it was given): a
 //! series whose subscriptions leave and come back under the same name shows nothing new
 //! until the new sum passes the old one, so give subscriptions that come and go names of
 //! their own. The labels do not name the bus: give one
 //! process's buses their own recorders, or sample only one of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -89,18 +89,21 @@ pub fn try_install(bus: &Bus, interval: Duration) -> std::io::Result<MetricsHand
     let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
     let thread = std::thread::Builder::new()
         .name("eventbus-metrics".into())
-        .spawn(move || loop {
-            // Read before the sample: a bus closed by then is sampled once more, finished.
-            let closed = bus.engine.lifecycle.is_closed();
-            record(&bus.stats());
-            if closed {
-                return;
-            }
-            match stopped.recv_timeout(interval) {
-                Err(RecvTimeoutError::Timeout) => {}
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => {
-                    record(&bus.stats());
+        .spawn(move || {
+            let mut shown = BTreeSet::new();
+            loop {
+                // Read before the sample: a bus closed by then is sampled once more, finished.
+                let closed = bus.engine.lifecycle.is_closed();
+                record(&bus.stats(), &mut shown);
+                if closed {
                     return;
+                }
+                match stopped.recv_timeout(interval) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                        record(&bus.stats(), &mut shown);
+                        return;
+                    }
                 }
             }
         })
@@ -229,8 +232,10 @@ impl Sums {
     }
 }
 
-/// Sets every metric from one snapshot.
-fn record(stats: &BusStats) {
+/// Sets every metric from one snapshot. `shown`: the series of the last snapshot; one whose
+/// subscriptions are all gone has nothing queued or in a handler any more, so its gauges go
+/// to 0 instead of keeping a level no alert could clear.
+fn record(stats: &BusStats, shown: &mut BTreeSet<(&'static str, String)>) {
     use ::metrics::{counter, gauge};
     for topic in &stats.topics {
         counter!("eventbus_published_total", "topic" => topic.name).absolute(topic.published);
@@ -239,6 +244,19 @@ fn record(stats: &BusStats) {
     for s in &stats.subscriptions {
         series.entry((s.topic, &s.name)).or_default().add(s);
     }
+    let now: BTreeSet<(&'static str, String)> = series
+        .keys()
+        .map(|&(topic, subscriber)| (topic, subscriber.to_owned()))
+        .collect();
+    for (topic, subscriber) in shown.difference(&now) {
+        let labels = [
+            ("topic", (*topic).to_owned()),
+            ("subscriber", subscriber.clone()),
+        ];
+        gauge!("eventbus_queued", &labels).set(0.0);
+        gauge!("eventbus_in_handler", &labels).set(0.0);
+    }
+    *shown = now;
     for ((topic, subscriber), sums) in series {
         let labels = [
             ("topic", topic.to_owned()),
@@ -257,4 +275,100 @@ fn record(stats: &BusStats) {
     }
     gauge!("eventbus_dead_letters").set(stats.dead_letters as f64);
     counter!("eventbus_dead_letters_discarded_total").absolute(stats.dead_letters_discarded);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::{Arc, Mutex};
+
+    use ::metrics::{
+        Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+
+    use super::record;
+    use crate::{Bus, Message, Options, Topic};
+
+    #[derive(Topic)]
+    #[topic(crate = crate)]
+    struct Tick;
+
+    /// Every gauge's last level, by its name and labels.
+    #[derive(Default)]
+    struct Levels(Mutex<BTreeMap<String, f64>>);
+
+    struct Level {
+        series: String,
+        levels: Arc<Levels>,
+    }
+
+    impl GaugeFn for Level {
+        fn increment(&self, _: f64) {}
+        fn decrement(&self, _: f64) {}
+        fn set(&self, value: f64) {
+            self.levels
+                .0
+                .lock()
+                .unwrap()
+                .insert(self.series.clone(), value);
+        }
+    }
+
+    /// A recorder that keeps the gauges' levels, for `record` to be checked sample by sample.
+    struct Capture(Arc<Levels>);
+
+    impl Recorder for Capture {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::noop()
+        }
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            let labels: Vec<String> = key.labels().map(|l| l.value().to_owned()).collect();
+            Gauge::from_arc(Arc::new(Level {
+                series: format!("{}{labels:?}", key.name()),
+                levels: Arc::clone(&self.0),
+            }))
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    #[test]
+    fn a_series_whose_subscriptions_are_gone_shows_nothing_queued() {
+        let levels = Arc::new(Levels::default());
+        let capture = Capture(Arc::clone(&levels));
+        let level = |name: &str| {
+            let series = format!("{name}{:?}", ["Tick", "slow"]);
+            levels.0.lock().unwrap().get(&series).copied()
+        };
+        let bus = Bus::builder().build();
+        let (started, busy) = crossbeam_channel::bounded(1);
+        let (hold, wait) = crossbeam_channel::bounded::<()>(0);
+        let slow =
+            bus.subscribe::<Tick>(Options::default().name("slow"), move |_: &Message<Tick>| {
+                let _ = started.try_send(());
+                let _ = wait.recv();
+            });
+        bus.publish(Tick).unwrap();
+        busy.recv().unwrap();
+        bus.publish(Tick).unwrap();
+        let mut shown = BTreeSet::new();
+        ::metrics::with_local_recorder(&capture, || record(&bus.stats(), &mut shown));
+        assert_eq!(
+            (level("eventbus_queued"), level("eventbus_in_handler")),
+            (Some(1.0), Some(1.0))
+        );
+        drop(hold);
+        slow.unsubscribe();
+        ::metrics::with_local_recorder(&capture, || record(&bus.stats(), &mut shown));
+        assert_eq!(
+            (level("eventbus_queued"), level("eventbus_in_handler")),
+            (Some(0.0), Some(0.0)),
+            "a gone subscription's gauges keep a level no alert could clear"
+        );
+        bus.close();
+    }
 }
