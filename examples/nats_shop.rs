@@ -89,8 +89,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     if args.role == "shop" {
-        bridge.import::<StockReserved>("shop").await?;
-        bridge.export::<OrderPlaced>().await?;
+        // Subscribed before the import starts: an imported message is published on this bus
+        // at once, and a mailbox topic keeps nothing for subscribers that come later.
         bus.subscribe_async::<StockReserved, _, _, _>(
             Options::default().name("shop::confirm"),
             move |m: Message<StockReserved>| {
@@ -99,6 +99,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 async {}
             },
         );
+        bridge.import::<StockReserved>("shop").await?;
+        bridge.export::<OrderPlaced>().await?;
         for id in 1..=args.orders {
             bus.publish_async(OrderPlaced {
                 id,
@@ -108,7 +110,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("shop: placed order {id}");
         }
     } else {
-        bridge.import::<OrderPlaced>("warehouse").await?;
+        // Exported, and subscribed to, before the import starts (see the shop's side).
         bridge.export::<StockReserved>().await?;
         let publisher = bus.clone();
         bus.subscribe_async::<OrderPlaced, _, _, _>(
@@ -126,6 +128,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             },
         );
+        bridge.import::<OrderPlaced>("warehouse").await?;
     }
     if wanted > 0 {
         done.notified().await;

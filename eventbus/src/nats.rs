@@ -541,6 +541,9 @@ impl Bridge {
     /// missing, and resumed where it was if it exists), whose messages are published on the
     /// bus in the stream's order. Makes the topic's stream if it is missing.
     ///
+    /// Subscribe to `T` on the bus first: the import publishes what the stream holds at once,
+    /// and a mailbox topic keeps nothing for subscribers that come later.
+    ///
     /// # Errors
     ///
     /// [`Error::BadName`] for a name JetStream cannot hold, [`Error::Server`] if the stream
