@@ -154,10 +154,16 @@ impl Engine {
     /// on each other.
     #[inline]
     fn with_topic<T: Topic, R>(&self, f: impl FnOnce(&TopicState<T>) -> R) -> R {
-        match self.topics.find(TypeId::of::<T>()) {
-            Some(topic) => f(typed::<T>(&**topic)),
-            None => f(typed::<T>(&*self.topic::<T>())),
-        }
+        // `f` called in one place only, so that it is inlined here.
+        let made;
+        let topic = match self.topics.find(TypeId::of::<T>()) {
+            Some(topic) => topic,
+            None => {
+                made = self.topic::<T>();
+                &made
+            }
+        };
+        f(typed::<T>(&**topic))
     }
 
     /// The topic's state, made on first use with the observers that match it: under their

@@ -360,12 +360,45 @@ impl<T: 'static> Outbox<T> {
 
     /// Offers one message (this mailbox's reference to it), waiting for room (with `Block`)
     /// until a forced stop.
+    #[inline]
     pub(crate) fn offer(
         &self,
         message: Message<T>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
+        // Most offers: no key or filter to ask, and room in the mailbox, whatever its policy.
+        // Anything else goes the full way, which counts it again.
+        let message = if self.lane.is_none()
+            && self.core.options.filter.is_none()
+            && !self.flags.shut.load(Acquire)
+        {
+            let received = &self.core.counters.received;
+            Counters::bump(received);
+            match self.tx.try_send(Some(message)) {
+                Ok(()) => {
+                    self.flags.arrived();
+                    return Offer::Accepted;
+                }
+                Err(
+                    TrySendError::Full(Some(message)) | TrySendError::Disconnected(Some(message)),
+                ) => {
+                    Counters::unbump(received);
+                    message
+                }
+                Err(TrySendError::Full(None) | TrySendError::Disconnected(None)) => {
+                    unreachable!("a publisher sends messages, not wake-up signals")
+                }
+            }
+        } else {
+            message
+        };
+        self.offer_fully(message, stop, waits)
+    }
+
+    /// [`offer`](Self::offer), every case.
+    #[inline(never)]
+    fn offer_fully(&self, message: Message<T>, stop: &Receiver<()>, waits: &TopicWaits) -> Offer {
         if self.flags.shut.load(Acquire) {
             return Offer::Retired;
         }
@@ -553,7 +586,23 @@ impl<T> Inbox<T> {
 
     /// The next message, waiting for one; `None` once the mailbox is shut and nothing more
     /// can arrive (see the module docs).
+    #[inline]
     pub(crate) fn next(&mut self) -> Option<Message<T>> {
+        // Most calls: the mailbox open and a message in it. The first look of `step`, inlined
+        // into the worker's loop; anything else goes the full way.
+        if self.phase == Phase::Open && !self.flags.shut.load(Acquire) {
+            match self.rx.try_recv() {
+                Ok(Some(message)) => return Some(self.took(message)),
+                Ok(None) => self.phase = Phase::Shut,
+                Err(_) => {}
+            }
+        }
+        self.wait_next()
+    }
+
+    /// [`next`](Self::next), every case.
+    #[inline(never)]
+    fn wait_next(&mut self) -> Option<Message<T>> {
         loop {
             match self.step() {
                 Step::Took(message) => return Some(message),

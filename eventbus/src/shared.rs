@@ -8,19 +8,208 @@
 //! `Arc`'s does, except that a panic in the value's `Drop` stops where the last reference is
 //! let go of (a worker, a publisher making room, the dead-letter store): user code must not
 //! take down the thread that happens to hold the last reference.
+//!
+//! # Spare blocks
+//!
+//! A topic's publishes take their blocks from its [`Pool`], and the last reference let go of
+//! puts its block back there instead of freeing it. A freed block crossed threads (allocated
+//! by the publisher, freed by a worker), which cost `malloc` and `free` about 200
+//! instructions a message (BENCHMARKS.md); putting it back is one compare-and-swap.
+//!
+//! The spare blocks are a stack that any thread pushes onto and only the topic's publisher
+//! (under the order lock) takes from, all at once with a swap, so the stack has no ABA
+//! problem: no block is ever taken off it singly while others push. A topic makes at most
+//! [`Pool::limit`] blocks that go back to it (later ones are freed as before), so the stack
+//! is bounded. When the pool is dropped with its topic, the stack's head becomes a sentinel
+//! that no block is, and a block let go of after that sees it and is freed.
 
 use std::marker::PhantomData;
+use std::mem::{size_of, ManuallyDrop};
 use std::ops::Deref;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{
-    fence, AtomicUsize,
+    fence, AtomicPtr, AtomicUsize,
     Ordering::{Acquire, Relaxed, Release},
 };
+use std::sync::Arc;
 
 struct Counted<T> {
     /// References not yet let go of, including those a [`References`] has yet to hand out.
     refs: AtomicUsize,
-    value: T,
+    /// The stack the block goes back to when its last reference is let go of, if any.
+    spares: Option<Arc<Spares<T>>>,
+    /// The block below this one while it is on its pool's stack. Written only by the thread
+    /// that owns the block, before the push that publishes it.
+    below: *mut Counted<T>,
+    /// Dropped (and the block reused or freed) when the last reference is let go of.
+    value: ManuallyDrop<T>,
+}
+
+/// The stack of a topic's spare blocks (see the module docs): null when empty, [`closed`]
+/// once its pool is gone.
+struct Spares<T> {
+    top: AtomicPtr<Counted<T>>,
+}
+
+/// The stack's head once its pool has been dropped: an address no block has.
+fn closed<T>() -> *mut Counted<T> {
+    NonNull::dangling().as_ptr()
+}
+
+impl<T> Spares<T> {
+    /// Pushes `block`, whose value has been dropped; false if the pool is gone (the caller
+    /// frees it).
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `block` (no reference to it is left) and does not use it after a
+    /// `true`.
+    unsafe fn put_back(&self, block: NonNull<Counted<T>>) -> bool {
+        let mut top = self.top.load(Relaxed);
+        loop {
+            if top == closed() {
+                return false;
+            }
+            // SAFETY: the caller owns the block until the push below succeeds.
+            unsafe { (*block.as_ptr()).below = top };
+            // Release: the publisher that takes the stack (Acquire) sees `below`, and the
+            // dropped value's writes, of this block and of every one under it (each push is
+            // a read-modify-write, so it carries on the release of those before it).
+            match self
+                .top
+                .compare_exchange_weak(top, block.as_ptr(), Release, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => top = now,
+            }
+        }
+    }
+}
+
+/// A topic's blocks, as its publishers make messages in them: under the topic's order lock,
+/// which is what lets [`Pool::shared`] take `&mut self`.
+pub(crate) struct Pool<T> {
+    spares: Arc<Spares<T>>,
+    /// Spare blocks taken from the stack in one swap, linked by `below`: this pool's alone.
+    ready: *mut Counted<T>,
+    /// Blocks made that go back to this pool: at most `limit`.
+    made: usize,
+    limit: usize,
+}
+
+// SAFETY: the blocks `ready` links hold no `T` (their values were dropped) and are this
+// pool's alone; the pool is used under its topic's order lock, one thread at a time. Sending
+// it sends the right to write `T`s into those blocks and hand them out, which needs `T: Send`.
+unsafe impl<T: Send> Send for Pool<T> {}
+
+/// About how many bytes of blocks a topic makes to reuse, and the bounds on how many blocks
+/// that is. More messages in flight at once than this get blocks of their own, freed as
+/// before.
+const POOL_BYTES: usize = 64 * 1024;
+const POOL_BLOCKS: (usize, usize) = (8, 1024);
+
+impl<T> Pool<T> {
+    pub(crate) fn new() -> Self {
+        let limit =
+            (POOL_BYTES / size_of::<Counted<T>>().max(1)).clamp(POOL_BLOCKS.0, POOL_BLOCKS.1);
+        Pool {
+            spares: Arc::new(Spares {
+                top: AtomicPtr::new(ptr::null_mut()),
+            }),
+            ready: ptr::null_mut(),
+            made: 0,
+            limit,
+        }
+    }
+
+    /// How many blocks the pool makes to reuse, at most.
+    #[cfg(test)]
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// How many spare blocks it has now.
+    #[cfg(test)]
+    fn spares(&self) -> usize {
+        let mut count = 0;
+        for mut block in [self.ready, self.spares.top.load(Acquire)] {
+            while !block.is_null() {
+                count += 1;
+                // SAFETY: test code, with no thread letting go of blocks meanwhile.
+                block = unsafe { (*block).below };
+            }
+        }
+        count
+    }
+
+    /// `count` references to `value` (at least one), in a spare block if there is one.
+    #[inline(always)]
+    pub(crate) fn shared(&mut self, value: T, count: usize) -> References<T> {
+        let count = count.max(1);
+        let counted = match self.spare() {
+            Some(block) => {
+                // SAFETY: a spare block is this pool's alone and its value was dropped, so
+                // writing a new one leaks nothing; the count is set before any reference
+                // exists, and handing the references to other threads publishes it.
+                unsafe {
+                    let counted = block.as_ptr();
+                    (*counted).refs.store(count, Relaxed);
+                    ptr::write(&mut (*counted).value, ManuallyDrop::new(value));
+                }
+                block
+            }
+            None if self.made < self.limit => {
+                self.made += 1;
+                allocate(value, count, Some(Arc::clone(&self.spares)))
+            }
+            None => allocate(value, count, None),
+        };
+        References {
+            counted,
+            left: count,
+            _owns: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn spare(&mut self) -> Option<NonNull<Counted<T>>> {
+        if self.ready.is_null() {
+            // Acquire: see the pushes' writes (see `put_back`). The head is never `closed`
+            // while the pool lives.
+            self.ready = self.spares.top.swap(ptr::null_mut(), Acquire);
+        }
+        let block = NonNull::new(self.ready)?;
+        // SAFETY: blocks on `ready` are this pool's alone and still allocated.
+        self.ready = unsafe { (*block.as_ptr()).below };
+        Some(block)
+    }
+}
+
+impl<T> Drop for Pool<T> {
+    fn drop(&mut self) {
+        let stacked = self.spares.top.swap(closed(), Acquire);
+        for mut block in [std::mem::replace(&mut self.ready, ptr::null_mut()), stacked] {
+            while !block.is_null() {
+                // SAFETY: a spare block's value was dropped and nothing else refers to it;
+                // it came from `Box::leak` in `allocate`, and freeing it drops its
+                // `Arc<Spares>`, not a value (`ManuallyDrop`).
+                let below = unsafe { (*block).below };
+                drop(unsafe { Box::from_raw(block) });
+                block = below;
+            }
+        }
+    }
+}
+
+/// A new block holding `value`, counted `count` times. Out of line: most publishes reuse one.
+#[inline(never)]
+fn allocate<T>(value: T, count: usize, spares: Option<Arc<Spares<T>>>) -> NonNull<Counted<T>> {
+    NonNull::from(Box::leak(Box::new(Counted {
+        refs: AtomicUsize::new(count),
+        spares,
+        below: ptr::null_mut(),
+        value: ManuallyDrop::new(value),
+    })))
 }
 
 /// One reference to a shared value. Made by [`shared`], or by cloning another.
@@ -44,15 +233,12 @@ pub(crate) struct References<T> {
     _owns: PhantomData<Counted<T>>,
 }
 
-/// `count` references to `value` (at least one), in one allocation.
+/// `count` references to `value` (at least one), in one allocation of its own (freed, not
+/// kept, when the last reference goes).
 pub(crate) fn shared<T>(value: T, count: usize) -> References<T> {
     let count = count.max(1);
-    let counted = Box::new(Counted {
-        refs: AtomicUsize::new(count),
-        value,
-    });
     References {
-        counted: NonNull::from(Box::leak(counted)),
+        counted: allocate(value, count, None),
         left: count,
         _owns: PhantomData,
     }
@@ -72,11 +258,24 @@ unsafe fn release<T>(counted: NonNull<Counted<T>>, n: usize) {
         return;
     }
     fence(Acquire);
-    // SAFETY: the count reached zero, so no reference is left; the allocation came from
-    // `Box::leak` in `shared`. A panic in `T`'s `Drop` still frees the allocation (the box's
-    // drop glue deallocates on unwind) and is caught here.
-    let value = unsafe { Box::from_raw(counted.as_ptr()) };
-    crate::unwind::drop_quietly(value);
+    let block = counted.as_ptr();
+    if std::mem::needs_drop::<T>() {
+        // SAFETY: the count reached zero, so no reference is left and this thread has the
+        // block to itself; the value is taken out once and never read again (a reused block
+        // gets a new one first). A panic in its `Drop` is caught here.
+        let value = unsafe { ManuallyDrop::take(&mut (*block).value) };
+        crate::unwind::drop_quietly(value);
+    }
+    // SAFETY: as above; the block is still allocated, and this thread owns it.
+    if let Some(spares) = unsafe { &(*block).spares } {
+        // SAFETY: as above; after a push the block is not touched again.
+        if unsafe { spares.put_back(counted) } {
+            return;
+        }
+    }
+    // SAFETY: as above; the allocation came from `Box::leak` in `allocate`, and its value
+    // was dropped (`ManuallyDrop`: freeing the box does not drop it again).
+    drop(unsafe { Box::from_raw(block) });
 }
 
 impl<T> Iterator for References<T> {
@@ -225,6 +424,88 @@ mod tests {
         assert_eq!((drops.load(SeqCst), two.1), (0, 5));
         drop(two);
         assert_eq!(drops.load(SeqCst), 1);
+    }
+
+    /// The address of the value a reference shows.
+    fn address<T>(shared: &Shared<T>) -> usize {
+        &**shared as *const T as usize
+    }
+
+    #[test]
+    fn a_block_let_go_of_is_reused_by_the_next_message() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let first = pool
+            .shared(Tally(Arc::clone(&drops), 1), 2)
+            .collect::<Vec<_>>();
+        let at = address(&first[0]);
+        drop(first);
+        assert_eq!(
+            drops.load(SeqCst),
+            1,
+            "the value is dropped when its block goes back"
+        );
+        let second = pool.shared(Tally(Arc::clone(&drops), 2), 1).next().unwrap();
+        assert_eq!(address(&second), at, "the spare block was not reused");
+        assert_eq!(second.1, 2);
+        drop(second);
+        drop(pool);
+        assert_eq!(drops.load(SeqCst), 2);
+    }
+
+    #[test]
+    fn blocks_let_go_of_after_their_pool_is_gone_are_freed() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let spare = pool.shared(Tally(Arc::clone(&drops), 0), 1).next().unwrap();
+        drop(spare);
+        let held: Vec<_> = (1..=3)
+            .map(|i| pool.shared(Tally(Arc::clone(&drops), i), 1).next().unwrap())
+            .collect();
+        // The pool goes first (its topic was dropped) with its spare block; the blocks still
+        // held are freed when let go of (Miri reports a leak otherwise).
+        drop(pool);
+        assert_eq!(drops.load(SeqCst), 1);
+        drop(held);
+        assert_eq!(drops.load(SeqCst), 4);
+    }
+
+    #[test]
+    fn a_pool_keeps_at_most_its_limit_of_blocks() {
+        let mut pool = Pool::new();
+        let limit = pool.limit();
+        let held: Vec<_> = (0..limit as u64 + 5)
+            .map(|i| pool.shared(i, 1).next().unwrap())
+            .collect();
+        drop(held);
+        assert_eq!(pool.spares(), limit);
+    }
+
+    #[test]
+    fn threads_letting_go_while_the_publisher_takes_blocks_lose_none() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        let (tx, rx) = std::sync::mpsc::channel::<Shared<Tally>>();
+        let rx = std::sync::Mutex::new(rx);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    while let Ok(shared) = rx.lock().unwrap().recv() {
+                        assert!(shared.1 < rounds);
+                        drop(shared);
+                    }
+                });
+            }
+            for i in 0..rounds {
+                for shared in pool.shared(Tally(Arc::clone(&drops), i), 2) {
+                    tx.send(shared).unwrap();
+                }
+            }
+            drop(tx);
+        });
+        assert_eq!(drops.load(SeqCst), rounds as usize);
+        assert!(pool.spares() <= pool.limit());
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::log::{Log, NoRoom};
 use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::message::Envelope;
 use crate::observer::{self, Entered, Inlet, NoTurn};
-use crate::shared::shared;
+use crate::shared::Pool;
 use crate::subscriber::SubscriptionCore;
 use crate::Message;
 
@@ -174,6 +174,8 @@ pub(crate) struct Order<T> {
     subscribers: Arc<Subscribers<T>>,
     observers: Arc<Vec<Arc<Inlet>>>,
     version: u64,
+    /// The blocks this topic's messages are made in (see `shared.rs`).
+    pool: Pool<Envelope<T>>,
 }
 
 /// How many mailboxes a chunk of the subscriber list holds.
@@ -286,6 +288,7 @@ impl<T: Topic> TopicState<T> {
                 subscribers: Arc::new(Subscribers::new()),
                 observers: Arc::new(Vec::new()),
                 version: 0,
+                pool: Pool::new(),
             })),
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
@@ -369,6 +372,41 @@ impl<T: Topic> TopicState<T> {
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<u64, (T, Refused)> {
+        // Most publishes: from outside a handler, waiting as long as it takes, the order lock
+        // free, the bus open. Nothing to record or wait for before the hand-out.
+        if wait == Wait::Forever && publisher.is_none() && self.log.is_none() {
+            #[cfg(feature = "tokio")]
+            let _turn = TurnOver(self);
+            if let Some(mut order) = self.order.try_lock() {
+                if lifecycle.is_open() {
+                    let order = self.current(&mut order);
+                    let (subscribers, observers) = (&order.subscribers, &order.observers);
+                    let (pool, entered) = (&mut order.pool, std::iter::empty());
+                    return Ok(self.hand_out(
+                        subscribers,
+                        observers,
+                        pool,
+                        payload,
+                        entered,
+                        None,
+                        lifecycle,
+                    ));
+                }
+            }
+        }
+        self.publish_fully(payload, wait, lifecycle, publisher)
+    }
+
+    /// [`publish`](Self::publish), every case. Out of line, so that the common case does not
+    /// pay for this one's frame.
+    #[inline(never)]
+    fn publish_fully(
+        &self,
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
         let node = publisher.map(|publisher| &publisher.node);
         let patience = match wait {
             Wait::Forever => Patience::Forever,
@@ -387,13 +425,7 @@ impl<T: Topic> TopicState<T> {
         if !lifecycle.accepts(publisher.is_some()) {
             return Err((payload, Refused::Closed));
         }
-        let order = &mut *order;
-        let version = self.version.load(Acquire);
-        if order.version != version {
-            order.subscribers = self.subscribers.load_full();
-            order.observers = self.observers.load_full();
-            order.version = version;
-        }
+        let order = self.current(&mut order);
         let (subscribers, observers) = (&order.subscribers, &order.observers);
         let stop = lifecycle.stop_signal();
         // An all-or-nothing publish takes its observers' turns first, to find room in them
@@ -472,17 +504,57 @@ impl<T: Topic> TopicState<T> {
                 }
             }
         }
+        let (subscribers, observers) = (&order.subscribers, &order.observers);
+        Ok(self.hand_out(
+            subscribers,
+            observers,
+            &mut order.pool,
+            payload,
+            entered,
+            publisher,
+            lifecycle,
+        ))
+    }
+
+    /// The order lock's state, with the subscriber lists as they are now.
+    #[inline(always)]
+    fn current<'a>(&self, order: &'a mut Order<T>) -> &'a mut Order<T> {
+        let version = self.version.load(Acquire);
+        if order.version != version {
+            order.subscribers = self.subscribers.load_full();
+            order.observers = self.observers.load_full();
+            order.version = version;
+        }
+        order
+    }
+
+    /// Numbers `payload` and hands it to every mailbox and observer (those `entered` already
+    /// have room for it); its seq. Called under the order lock, once the bus accepted it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn hand_out<'a>(
+        &self,
+        subscribers: &Subscribers<T>,
+        observers: &[Arc<Inlet>],
+        pool: &mut Pool<Envelope<T>>,
+        payload: T,
+        entered: impl IntoIterator<Item = Entered<'a>>,
+        publisher: Option<&Arc<SubscriptionCore>>,
+        lifecycle: &Lifecycle,
+    ) -> u64 {
         let seq = self.next_seq.load(Relaxed);
         self.next_seq.store(seq + 1, Relaxed);
         if subscribers.is_empty() && observers.is_empty() {
             self.unheard();
-            return Ok(seq);
+            return seq;
         }
+        let stop = lifecycle.stop_signal();
         // One reference per mailbox, made at once (see `shared.rs`), and one the observers
         // share.
         let count = subscribers.len() + usize::from(!observers.is_empty());
-        let mut references =
-            shared(Envelope::new(seq, self.name, payload), count).map(Message::new);
+        let mut references = pool
+            .shared(Envelope::new(seq, self.name, payload), count)
+            .map(Message::new);
         // Loops over the chunks, not `iter()`'s flattened iterator: that costs a publish more.
         for chunk in &subscribers.chunks {
             for (outbox, message) in chunk.iter().zip(&mut references) {
@@ -493,16 +565,16 @@ impl<T: Topic> TopicState<T> {
         if let Some(message) = references.next() {
             self.to_observers(observers, entered, message, publisher, stop);
         }
-        Ok(seq)
+        seq
     }
 
     /// Offers a numbered message to the topic's observers, in their order, taking the turn of
     /// each not `entered` yet. A forced stop (or a wait that would never end) while waiting
     /// for a turn leaves that observer out, counted as dropped: the message is published.
-    fn to_observers(
+    fn to_observers<'a>(
         &self,
         observers: &[Arc<Inlet>],
-        entered: Vec<Entered<'_>>,
+        entered: impl IntoIterator<Item = Entered<'a>>,
         message: Message<T>,
         publisher: Option<&Arc<SubscriptionCore>>,
         stop: &crossbeam_channel::Receiver<()>,

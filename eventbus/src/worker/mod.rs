@@ -35,6 +35,7 @@ thread_local! {
 }
 
 /// The subscription whose worker the calling thread or task is, if it is one of bus `bus`'s.
+#[inline]
 pub(crate) fn current(bus: u64) -> Option<Arc<SubscriptionCore>> {
     CURRENT.with(|current| match &*current.borrow() {
         Some((of, core)) if *of == bus => Some(Arc::clone(core)),
@@ -69,6 +70,7 @@ pub(crate) enum Source<T> {
 
 impl<T: Send + Sync + 'static> Source<T> {
     /// The next message, waiting for one; `None` once retired and nothing more can arrive.
+    #[inline]
     pub(crate) fn next(&mut self) -> Option<Message<T>> {
         match self {
             Source::Mailbox(inbox) => inbox.next(),
