@@ -853,6 +853,10 @@ fn main() {
         "machine: {} cores; figures are noisy, compare the ratios",
         thread::available_parallelism().map_or(0, |n| n.get())
     );
+    println!(
+        "load average at start: {} (distrust a run that starts above 2)",
+        load_average()
+    );
 
     let only_two = std::env::var_os("EVENTBUS_BENCH_QUICK").is_some();
     let contenders: &[Contender] = if only_two { &ALL[..2] } else { &ALL };
@@ -936,4 +940,10 @@ fn main() {
     if let Ok(path) = std::env::var("EVENTBUS_BENCH_CHART") {
         chart(&path, &by_subscribers);
     }
+    println!("\nload average at end: {}", load_average());
+}
+
+/// The machine's load averages, as `/proc/loadavg` gives them.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.trim().into())
 }

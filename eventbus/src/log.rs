@@ -61,7 +61,7 @@ use crate::deadlock::{self, TopicWaits, WaitNode};
 use crate::filter::Verdict;
 use crate::message::Envelope;
 use crate::observe;
-use crate::shared::shared;
+use crate::shared::Pool;
 use crate::stats::{Counters, LogView};
 use crate::subscriber::{Retire, SubscriptionCore};
 use crate::{Message, Overflow, Retention, Start};
@@ -194,6 +194,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &self,
+        pool: &mut Pool<Envelope<T>>,
         seq: u64,
         payload: T,
         room_by: Option<Option<Instant>>,
@@ -210,7 +211,10 @@ impl<T: Send + Sync + 'static> Log<T> {
                 Err(why) => return Err((payload, why)),
             }
         }
-        let message = match shared(Envelope::new(seq, self.topic, payload), 1).next() {
+        let message = match pool
+            .shared(Envelope::new(seq, self.topic, payload), 1)
+            .next()
+        {
             Some(reference) => Message::new(reference),
             None => unreachable!("`shared` hands out at least one reference"),
         };

@@ -360,50 +360,44 @@ impl<T: 'static> Outbox<T> {
 
     /// Offers one message (this mailbox's reference to it), waiting for room (with `Block`)
     /// until a forced stop.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn offer(
         &self,
         message: Message<T>,
         stop: &Receiver<()>,
         waits: &TopicWaits,
     ) -> Offer {
-        // Most offers: no key or filter to ask, and room in the mailbox, whatever its policy.
-        // Anything else goes the full way, which counts it again.
-        let message = if self.lane.is_none()
-            && self.core.options.filter.is_none()
-            && !self.flags.shut.load(Acquire)
-        {
-            let received = &self.core.counters.received;
-            Counters::bump(received);
-            match self.tx.try_send(Some(message)) {
-                Ok(()) => {
-                    self.flags.arrived();
-                    return Offer::Accepted;
-                }
-                Err(
-                    TrySendError::Full(Some(message)) | TrySendError::Disconnected(Some(message)),
-                ) => {
-                    Counters::unbump(received);
-                    message
-                }
-                Err(TrySendError::Full(None) | TrySendError::Disconnected(None)) => {
-                    unreachable!("a publisher sends messages, not wake-up signals")
-                }
-            }
-        } else {
-            message
-        };
-        self.offer_fully(message, stop, waits)
-    }
-
-    /// [`offer`](Self::offer), every case.
-    #[inline(never)]
-    fn offer_fully(&self, message: Message<T>, stop: &Receiver<()>, waits: &TopicWaits) -> Offer {
         if self.flags.shut.load(Acquire) {
             return Offer::Retired;
         }
+        if self.lane.is_some() || self.core.options.filter.is_some() {
+            if let Some(refused) = self.refuses(&message) {
+                return refused;
+            }
+        }
+        let received = &self.core.counters.received;
+        Counters::bump(received);
+        // Most offers find room at the first try, whatever the policy; a full mailbox is
+        // handled out of line.
+        match self.tx.try_send(Some(message)) {
+            Ok(()) => {
+                self.flags.arrived();
+                Offer::Accepted
+            }
+            Err(TrySendError::Full(Some(message))) => self.full(message, stop, waits),
+            // Cannot happen: this outbox holds a receiver, and sent a message.
+            Err(TrySendError::Full(None) | TrySendError::Disconnected(_)) => {
+                Counters::unbump(received);
+                Offer::Retired
+            }
+        }
+    }
+
+    /// Whether a group's key or the filter keeps `message` out of this mailbox, and what was
+    /// counted if so.
+    #[inline(never)]
+    fn refuses(&self, message: &Message<T>) -> Option<Offer> {
         let (topic, seq) = (message.topic(), message.seq());
-        let tx = &self.tx;
         let counters = &self.core.counters;
         match self.lane(message.payload()) {
             Lane::Mine => {}
@@ -412,34 +406,37 @@ impl<T: 'static> Outbox<T> {
                 Counters::bump(&counters.received);
                 Counters::bump(&counters.dropped);
                 observe::dropped(topic, seq, &self.core.name, "key panicked");
-                return Offer::Dropped;
+                return Some(Offer::Dropped);
             }
-            Lane::Panicked | Lane::Elsewhere => return Offer::Elsewhere,
+            Lane::Panicked | Lane::Elsewhere => return Some(Offer::Elsewhere),
         }
-        if let Some(filter) = &self.core.options.filter {
-            match filter.verdict(message.payload()) {
-                Verdict::Accept => {}
-                Verdict::Reject => {
-                    Counters::bump(&counters.filtered);
-                    return Offer::Filtered;
-                }
-                Verdict::Panicked => {
-                    Counters::bump(&counters.received);
-                    Counters::bump(&counters.dropped);
-                    observe::dropped(topic, seq, &self.core.name, "filter panicked");
-                    return Offer::Dropped;
-                }
+        let filter = self.core.options.filter.as_ref()?;
+        match filter.verdict(message.payload()) {
+            Verdict::Accept => None,
+            Verdict::Reject => {
+                Counters::bump(&counters.filtered);
+                Some(Offer::Filtered)
+            }
+            Verdict::Panicked => {
+                Counters::bump(&counters.received);
+                Counters::bump(&counters.dropped);
+                observe::dropped(topic, seq, &self.core.name, "filter panicked");
+                Some(Offer::Dropped)
             }
         }
-        Counters::bump(&counters.received);
+    }
+
+    /// The mailbox was full at the first try (`message` counted as received): what its
+    /// policy does.
+    #[inline(never)]
+    fn full(&self, message: Message<T>, stop: &Receiver<()>, waits: &TopicWaits) -> Offer {
+        let (topic, seq) = (message.topic(), message.seq());
+        let tx = &self.tx;
+        let counters = &self.core.counters;
         let offer = match self.core.options.overflow {
             Overflow::Block => self.send_blocking(tx, Some(message), stop, waits),
-            Overflow::DropNewest => match tx.try_send(Some(message)) {
-                Ok(()) => Offer::Accepted,
-                Err(TrySendError::Full(_)) if self.flags.shut.load(Acquire) => Offer::Retired,
-                Err(TrySendError::Full(_)) => Offer::Dropped,
-                Err(TrySendError::Disconnected(_)) => Offer::Retired,
-            },
+            Overflow::DropNewest if self.flags.shut.load(Acquire) => Offer::Retired,
+            Overflow::DropNewest => Offer::Dropped,
             Overflow::DropOldest => self.send_evicting(tx, Some(message)),
         };
         match offer {

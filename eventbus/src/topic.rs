@@ -458,7 +458,8 @@ impl<T: Topic> TopicState<T> {
         if let Some(log) = &self.log {
             let share = !observers.is_empty();
             let seq = self.next_seq.load(Relaxed);
-            let appended = self.append(log, payload, wait, lifecycle, publisher, share)?;
+            let pool = &mut order.pool;
+            let appended = self.append(log, pool, payload, wait, lifecycle, publisher, share)?;
             if let Some(message) = appended {
                 self.to_observers(observers, entered, message, publisher, stop);
             }
@@ -609,9 +610,11 @@ impl<T: Topic> TopicState<T> {
     }
 
     /// Numbers `payload` and appends it to the topic's log; called under the order lock.
+    #[allow(clippy::too_many_arguments)]
     fn append(
         &self,
         log: &Log<T>,
+        pool: &mut Pool<Envelope<T>>,
         payload: T,
         wait: Wait,
         lifecycle: &Lifecycle,
@@ -626,6 +629,7 @@ impl<T: Topic> TopicState<T> {
         };
         let node = publisher.map(|publisher| &publisher.node);
         let appended = log.append(
+            pool,
             seq,
             payload,
             room_by,
