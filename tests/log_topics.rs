@@ -395,3 +395,64 @@ mod registered {
         assert_eq!(*SEEN.lock().unwrap(), [0, 1, 2]);
     }
 }
+
+/// Records its seq in a shared list when dropped.
+#[derive(Topic)]
+#[topic(retain = 4)]
+struct Kept(u64, std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        self.1.lock().unwrap().push(self.0);
+    }
+}
+
+/// A `Block` thread worker reads messages in the log's slots, without a reference of its own
+/// (`log.rs`: lending). Unsubscribed while its handler holds one, it is no longer waited for,
+/// so publishes go on and the log trims that message: it must stay alive, whole, until the
+/// handler has let go of it.
+#[test]
+fn a_message_in_a_handler_outlives_its_trim_after_an_unsubscribe() {
+    use std::sync::{Arc, Mutex};
+    let bus = Bus::builder().build();
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let (inside_tx, inside_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (seen_tx, seen_rx) = mpsc::channel();
+    let in_handler = Arc::clone(&dropped);
+    let subscription =
+        bus.subscribe::<Kept>(Options::default().capacity(4), move |m: &Message<Kept>| {
+            if m.0 == 1 {
+                inside_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                // The trim let go of the log's reference long ago.
+                let gone = in_handler.lock().unwrap().contains(&1);
+                seen_tx.send((m.seq(), m.0, gone)).unwrap();
+            }
+        });
+    for i in 0..2 {
+        bus.publish(Kept(i, Arc::clone(&dropped))).unwrap();
+    }
+    inside_rx.recv().unwrap();
+    let unsubscribing = std::thread::spawn(move || subscription.unsubscribe());
+    // Unsubscribed (it leaves the stats at once), its worker still in the handler.
+    while bus.stats().subscriptions.iter().any(|s| s.topic == "Kept") {
+        std::thread::yield_now();
+    }
+    // Past the log's 4 slots several times over: message 1's slot is written again.
+    for i in 2..20 {
+        bus.publish(Kept(i, Arc::clone(&dropped))).unwrap();
+    }
+    assert!(
+        !dropped.lock().unwrap().contains(&1),
+        "message 1 was dropped while a handler held it"
+    );
+    release_tx.send(()).unwrap();
+    assert_eq!(seen_rx.recv().unwrap(), (1, 1, false));
+    unsubscribing.join().unwrap();
+    bus.close();
+    assert!(
+        dropped.lock().unwrap().contains(&1),
+        "message 1 was never let go of"
+    );
+}

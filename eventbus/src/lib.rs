@@ -545,6 +545,7 @@ mod observe;
 mod observer;
 mod options;
 mod shared;
+mod slots;
 mod state;
 mod stats;
 mod subscriber;

@@ -7,14 +7,33 @@
 //!
 //! # The ring, and what each side writes
 //!
-//! The ring holds `(published at, Message<T>)`, one shared reference per message (workers
-//! clone the reference, never the value). Publishers append under the topic's order lock,
-//! so one at a time; each append trims the front to `retain` messages and, with `retain_for`,
-//! drops what is older, but never past a `Block` subscription's position. A worker takes
-//! references out (a batch for `Block`, one at a time for `DropOldest`, so a stalled
-//! `DropOldest` subscription holds nothing beyond the log but the message in its handler),
-//! and after each message is finished moves its position on. A worker that finds its next
-//! seq trimmed (lapped) counts the gap as dropped and reads on from the oldest kept.
+//! The ring holds `(published at, Message<T>)`, one shared reference per message, in
+//! `retain` slots (`slots.rs`): seq `s` in slot `s % retain`. Publishers append under the
+//! topic's order lock, so one at a time, and under the ring lock; each append trims the front
+//! to `retain` messages and, with `retain_for`, drops what is older, but never past a `Block`
+//! subscription's position. A worker takes references out (a batch for `Block`, one at a
+//! time for `DropOldest`, so a stalled `DropOldest` subscription holds nothing beyond the log
+//! but the message in its handler), and after each message is finished moves its position
+//! on. A worker that finds its next seq trimmed (lapped) counts the gap as dropped and reads
+//! on from the oldest kept.
+//!
+//! # Lending
+//!
+//! The thread worker of a `Block` subscription takes no reference and no lock per message:
+//! its handler reads the message in its slot. An atomic increment and decrement per delivery
+//! on a line every subscriber writes, and the ring lock held while cloning a batch, were most
+//! of a log delivery's cost (BENCHMARKS.md). While the subscription is *protected* (open, and
+//! among the ring's cursors) this is sound: a publish of seq `s` waits while `s - position >=
+//! capacity`, and `capacity <= retain`, so no slot at or past the worker's position is
+//! written, and the age trim stops at it too. The worker copies the message's handle out of
+//! its slot (an uncounted alias: `Message::alias`) and lends the copy.
+//!
+//! Retiring or removing the subscription *unprotects* it, under the ring lock: it waits out
+//! a copy in progress (the cursor's `lend` state: the worker copies between `COPYING` and
+//! `IDLE`; a few instructions), and if the worker holds a copy, keeps a counted reference to
+//! that message in the ring (`held`) until the worker lets go of it, since its slot may now
+//! be written. After that the worker takes references under the ring lock, as `DropOldest`
+//! ones do, and may be lapped.
 //!
 //! # The seam
 //!
@@ -47,8 +66,9 @@
 //! are let go of after it is released.
 
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{
-    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    AtomicBool, AtomicU64, AtomicU8, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
     Ordering::SeqCst,
 };
 use std::sync::Arc;
@@ -59,9 +79,10 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::deadlock::{self, TopicWaits, WaitNode};
 use crate::filter::Verdict;
-use crate::message::Envelope;
+use crate::message::{Envelope, Taken};
 use crate::observe;
 use crate::shared::Pool;
+use crate::slots::Slots;
 use crate::stats::{Counters, LogView};
 use crate::subscriber::{Retire, SubscriptionCore};
 use crate::{Message, Overflow, Retention, Start};
@@ -69,12 +90,20 @@ use crate::{Message, Overflow, Retention, Start};
 /// A cursor's `end` while it is not retired.
 const OPEN: u64 = u64::MAX;
 
+/// A cursor's `lent` while its worker holds no copied handle.
+const NONE: u64 = u64::MAX;
+
+/// A lending cursor's states (see the module docs).
+const IDLE: u8 = 0;
+const COPYING: u8 = 1;
+const UNPROTECTED: u8 = 2;
+
 /// How often a publisher waiting for a `Block` subscription looks again (for a forced stop,
 /// a deadline, or a cycle), besides being woken.
 const RECHECK: Duration = Duration::from_millis(5);
 
 /// How many times a worker that caught up yields before it sleeps.
-const YIELDS: u32 = 3;
+const YIELDS: u32 = 20;
 
 /// The most references a `Block` worker takes out of the ring at once.
 const BATCH: usize = 64;
@@ -96,6 +125,8 @@ pub(crate) enum NoRoom {
 pub(crate) struct Log<T> {
     topic: &'static str,
     retention: Retention,
+    /// The messages kept: seqs `oldest..tail`. Written under the ring lock.
+    slots: Slots<(Instant, Message<T>)>,
     ring: Mutex<Ring<T>>,
     /// Workers that have read everything wait here for an append or their retire.
     arrived: Condvar,
@@ -105,8 +136,11 @@ pub(crate) struct Log<T> {
     tail: AtomicU64,
     /// The oldest kept message's seq (`tail` when none is): written under the ring lock.
     oldest: AtomicU64,
-    /// Set while a publisher waits on `advanced` (see the module docs).
-    publisher_waiting: AtomicBool,
+    /// Set while a publisher waits on `advanced` (see the module docs). On a line of its own:
+    /// workers read it for every message, and the publisher writes `tail` for every one.
+    publisher_waiting: Padded<AtomicBool>,
+    /// While a publisher waits: the position at which the subscription it waits for wakes it.
+    wake_at: AtomicU64,
     /// `publish_async` calls wait here for a `Block` subscription to move.
     #[cfg(feature = "tokio")]
     room: crate::wake::Wake,
@@ -121,8 +155,10 @@ pub(crate) struct Log<T> {
 }
 
 struct Ring<T> {
-    entries: VecDeque<(Instant, Message<T>)>,
     cursors: Vec<Arc<Cursor>>,
+    /// References to messages whose handles unprotected lending workers still hold, by
+    /// subscription (see the module docs: lending).
+    held: Vec<(u64, Message<T>)>,
     /// A publish of a seq below this needs no look at the cursors: `min(position + capacity)`
     /// over open `Block` cursors as last computed (a lower bound, since positions only grow;
     /// a join lowers it).
@@ -147,6 +183,13 @@ pub(crate) struct Cursor {
     end: AtomicU64,
     /// Messages its filter rejected, which it did not receive: written by its worker.
     filtered: AtomicU64,
+    /// Whether its worker reads messages in their slots (a thread worker, `Block`).
+    lends: bool,
+    /// `IDLE`, `COPYING` or `UNPROTECTED` (see the module docs).
+    lend: AtomicU8,
+    /// The seq of the handle its worker copied and holds, or `NONE`: written by its worker
+    /// while `COPYING`.
+    lent: AtomicU64,
 }
 
 fn stopped(stop: &Receiver<()>) -> bool {
@@ -158,9 +201,10 @@ impl<T: Send + Sync + 'static> Log<T> {
         Log {
             topic,
             retention,
+            slots: Slots::new(retention.messages),
             ring: Mutex::new(Ring {
-                entries: VecDeque::new(),
                 cursors: Vec::new(),
+                held: Vec::new(),
                 limit: u64::MAX,
                 sleepers: 0,
             }),
@@ -168,7 +212,8 @@ impl<T: Send + Sync + 'static> Log<T> {
             advanced: Condvar::new(),
             tail: AtomicU64::new(0),
             oldest: AtomicU64::new(0),
-            publisher_waiting: AtomicBool::new(false),
+            publisher_waiting: Padded(AtomicBool::new(false)),
+            wake_at: AtomicU64::new(0),
             #[cfg(feature = "tokio")]
             room: crate::wake::Wake::default(),
             #[cfg(feature = "tokio")]
@@ -221,20 +266,19 @@ impl<T: Send + Sync + 'static> Log<T> {
         // Another share of it, for the topic's observers.
         let shared = share.then(|| message.clone());
         let now = Instant::now();
-        // A full ring trims one message per append: held on the stack, so that the append
-        // allocates nothing but the message. `trimmed` allocates only for an age trim.
-        let mut lapped = None;
+        // A full ring trims one message per append: the one in this seq's slot, `retain`
+        // before it, held on the stack, so that the append allocates nothing but the message.
+        // `trimmed` allocates only for an age trim.
         let mut trimmed = Vec::new();
-        while ring.entries.len() >= self.retention.messages {
-            match lapped {
-                None => lapped = ring.entries.pop_front(),
-                Some(_) => trimmed.extend(ring.entries.pop_front()),
-            }
-        }
-        ring.entries.push_back((now, message));
+        // SAFETY: under the ring lock; no lending worker reads this slot, which holds seq
+        // `seq - retain` or nothing: behind every protected position (see the module docs).
+        let lapped = unsafe { self.slots.replace(seq, Some((now, message))) };
+        let oldest = self.oldest.load(Relaxed);
         self.tail.store(seq + 1, Release);
-        self.oldest
-            .store(seq + 1 - ring.entries.len() as u64, Release);
+        self.oldest.store(
+            oldest.max((seq + 1).saturating_sub(self.retention.messages as u64)),
+            Release,
+        );
         self.trim_expired(&mut ring, now, &mut trimmed);
         if ring.sleepers > 0 {
             self.arrived.notify_all();
@@ -261,10 +305,10 @@ impl<T: Send + Sync + 'static> Log<T> {
         waits: &TopicWaits,
         publisher: Option<&Arc<WaitNode>>,
     ) -> Result<(), NoRoom> {
-        let _waiting = Waiting(&self.publisher_waiting);
+        let _waiting = Waiting(&self.publisher_waiting.0);
         loop {
             // Announced before the positions are read: see the module docs.
-            self.publisher_waiting.store(true, SeqCst);
+            self.publisher_waiting.0.store(true, SeqCst);
             let Some(behind) = ring.recompute_limit() else {
                 return Ok(());
             };
@@ -291,6 +335,16 @@ impl<T: Send + Sync + 'static> Log<T> {
                 return Err(NoRoom::Timeout);
             }
             let until = deadline.map_or(now + RECHECK, |deadline| deadline.min(now + RECHECK));
+            // Woken once the subscription has made room for a few more, not for every message
+            // it finishes: a wake-up per message per worker was most of a fan-out's cost.
+            // Announced, then the position read again (both sequentially consistent, as the
+            // worker's store and read in `advance`): one of the two sees the other.
+            let capacity = behind.block.unwrap_or(1);
+            let wake_at = (seq + (capacity / 8).clamp(1, 64)).saturating_sub(capacity);
+            self.wake_at.store(wake_at, SeqCst);
+            if behind.position.load(SeqCst) >= wake_at {
+                continue;
+            }
             waits.waiting_on(&behind.node, || {
                 let _ = self.advanced.wait_until(ring, until);
             });
@@ -308,7 +362,13 @@ impl<T: Send + Sync + 'static> Log<T> {
         let Some(cutoff) = self.retention.max_age.and_then(|age| now.checked_sub(age)) else {
             return;
         };
-        if !ring.entries.front().is_some_and(|(at, _)| *at < cutoff) {
+        let tail = self.tail.load(Relaxed);
+        // SAFETY (both reads): under the ring lock, which every write takes.
+        let expired = |seq: u64| {
+            seq < tail && unsafe { self.slots.get(seq) }.is_some_and(|(at, _)| *at < cutoff)
+        };
+        let mut oldest = self.oldest.load(Relaxed);
+        if !expired(oldest) {
             return;
         }
         let keep_from = ring
@@ -318,10 +378,9 @@ impl<T: Send + Sync + 'static> Log<T> {
             .map(|c| c.position.load(SeqCst))
             .min()
             .unwrap_or(u64::MAX);
-        let tail = self.tail.load(Relaxed);
-        let mut oldest = tail - ring.entries.len() as u64;
-        while oldest < keep_from && ring.entries.front().is_some_and(|(at, _)| *at < cutoff) {
-            trimmed.extend(ring.entries.pop_front());
+        while oldest < keep_from && expired(oldest) {
+            // SAFETY: under the ring lock; the slot is behind every protected position.
+            trimmed.extend(unsafe { self.slots.replace(oldest, None) });
             oldest += 1;
         }
         self.oldest.store(oldest, Release);
@@ -334,18 +393,17 @@ impl<T: Send + Sync + 'static> Log<T> {
         let mut ring = self.ring.lock();
         self.trim_expired(&mut ring, now, &mut trimmed);
         let tail = self.tail.load(Relaxed);
-        let oldest = tail - ring.entries.len() as u64;
+        let oldest = self.oldest.load(Relaxed);
         let at = match start {
             Start::Now => tail,
             Start::Earliest => oldest,
             Start::Seq(seq) => seq,
             Start::Since(age) => match now.checked_sub(age) {
                 None => oldest,
-                Some(from) => ring
-                    .entries
-                    .iter()
-                    .position(|(at, _)| *at >= from)
-                    .map_or(tail, |i| oldest + i as u64),
+                // SAFETY: under the ring lock, which every write takes.
+                Some(from) => (oldest..tail)
+                    .find(|&seq| unsafe { self.slots.get(seq) }.is_some_and(|(at, _)| *at >= from))
+                    .unwrap_or(tail),
             },
         };
         cursor.start.store(at, Release);
@@ -362,15 +420,53 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// Takes a subscription's cursor out: publishes no longer wait for it.
     pub(crate) fn remove(&self, subscription: u64) {
         let mut ring = self.ring.lock();
-        ring.cursors.retain(|c| c.node.id != subscription);
+        if let Some(at) = ring.cursors.iter().position(|c| c.node.id == subscription) {
+            let cursor = ring.cursors.remove(at);
+            self.unprotect(&mut ring, &cursor);
+        }
         self.advanced.notify_all();
     }
 
     /// Takes every cursor out: a closed bus hands nothing out.
     pub(crate) fn clear(&self) {
         let mut ring = self.ring.lock();
-        ring.cursors.clear();
+        for cursor in std::mem::take(&mut ring.cursors) {
+            self.unprotect(&mut ring, &cursor);
+        }
         self.advanced.notify_all();
+    }
+
+    /// From here on `cursor`'s worker reads no slot without the ring lock, and the message
+    /// whose handle it holds, if any, is kept in `held` (see the module docs: lending).
+    /// Called under the ring lock.
+    fn unprotect(&self, ring: &mut Ring<T>, cursor: &Cursor) {
+        if !cursor.lends {
+            return;
+        }
+        loop {
+            match cursor
+                .lend
+                .compare_exchange(IDLE, UNPROTECTED, Acquire, Acquire)
+            {
+                Ok(_) => break,
+                Err(UNPROTECTED) => return,
+                // Copying a handle: a few instructions, unless its thread was preempted.
+                Err(_) => std::thread::yield_now(),
+            }
+        }
+        // Written before the worker's last `IDLE`, which the exchange above read.
+        let lent = cursor.lent.load(Relaxed);
+        if lent == NONE {
+            return;
+        }
+        // SAFETY: under the ring lock, which every write takes.
+        if let Some((_, message)) = unsafe { self.slots.get(lent) } {
+            // The worker may have finished with it, and the slot moved on: then nothing is
+            // needed, and keeping another message is harmless (let go of with the worker's).
+            if message.seq() == lent {
+                ring.held.push((cursor.node.id, message.clone()));
+            }
+        }
     }
 
     /// The node of a `Block` subscription the next publish would wait for, if any: for
@@ -412,6 +508,10 @@ impl<T> Ring<T> {
     }
 }
 
+/// A value on a cache line of its own.
+#[repr(align(128))]
+struct Padded<T>(T);
+
 /// Clears `publisher_waiting` however the wait ends.
 struct Waiting<'a>(&'a AtomicBool);
 
@@ -429,10 +529,12 @@ struct Retirer<T> {
 
 impl<T: Send + Sync + 'static> Retire for Retirer<T> {
     fn retire(&self) {
-        let _ring = self.log.ring.lock();
+        let mut ring = self.log.ring.lock();
         if self.cursor.end.load(Relaxed) == OPEN {
             self.cursor.end.store(self.log.tail.load(Relaxed), Release);
         }
+        // No longer waited for, so no longer protected (see the module docs: lending).
+        self.log.unprotect(&mut ring, &self.cursor);
         self.log.arrived.notify_all();
         self.log.advanced.notify_all();
         #[cfg(feature = "tokio")]
@@ -456,12 +558,35 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
     }
 }
 
-#[cfg(feature = "tokio")]
 impl<T> Drop for Reader<T> {
     fn drop(&mut self) {
+        #[cfg(feature = "tokio")]
         if self.by_task {
             self.log.task_readers.fetch_sub(1, SeqCst);
         }
+        if self.cursor.lends {
+            self.let_go_held();
+        }
+    }
+}
+
+impl<T> Reader<T> {
+    /// Lets go of what the ring keeps for this reader's copied handles (see the module docs:
+    /// lending), outside the ring lock: a payload's `Drop` is user code.
+    fn let_go_held(&self) {
+        let id = self.cursor.node.id;
+        let held: Vec<_> = {
+            let mut ring = self.log.ring.lock();
+            if ring.held.is_empty() {
+                return;
+            }
+            let (mine, others) = std::mem::take(&mut ring.held)
+                .into_iter()
+                .partition(|(of, _)| *of == id);
+            ring.held = others;
+            mine
+        };
+        drop(held);
     }
 }
 
@@ -472,6 +597,11 @@ pub(crate) struct Reader<T> {
     core: Arc<SubscriptionCore>,
     /// References taken out of the ring, not yet handed to the handler.
     batch: VecDeque<Message<T>>,
+    /// The handle of the message lent to the handler, copied out of its slot (see the module
+    /// docs: lending). Never dropped: it is not counted.
+    copy: Option<ManuallyDrop<Message<T>>>,
+    /// A lending worker's bound: messages before it are in the log for it (see `next_lent`).
+    visible: u64,
     batch_size: usize,
     /// The seq of the message last handed out: finished when the next is asked for.
     in_hand: Option<u64>,
@@ -519,6 +649,9 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         read: AtomicU64::new(0),
         end: AtomicU64::new(OPEN),
         filtered: AtomicU64::new(0),
+        lends: block.is_some() && !by_task,
+        lend: AtomicU8::new(IDLE),
+        lent: AtomicU64::new(NONE),
     });
     let retirer = Retirer {
         log: Arc::clone(log),
@@ -532,6 +665,8 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         cursor,
         core: Arc::new(core),
         batch: VecDeque::new(),
+        copy: None,
+        visible: 0,
         batch_size: if block.is_some() {
             BATCH.min(capacity)
         } else {
@@ -556,9 +691,94 @@ impl<T: Send + Sync + 'static> Reader<T> {
     }
 
     /// The next message, waiting for one; `None` once retired and everything before the
-    /// retire has been read. Asking for the next finishes the one before.
-    pub(crate) fn next(&mut self) -> Option<Message<T>> {
-        self.take(true)
+    /// retire has been read. Asking for the next finishes the one before. Lent in its slot
+    /// where the subscription lends (a thread worker's, `Block`, still protected: see the
+    /// module docs).
+    pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        if !self.cursor.lends {
+            return self.take(true).map(Taken::Owned);
+        }
+        self.finish_in_hand();
+        let mut skipped = false;
+        loop {
+            if !self.batch.is_empty() {
+                // Taken under the lock after a lap (below).
+                return self.take(true).map(Taken::Owned);
+            }
+            let read = self.cursor.read.load(Relaxed);
+            // The log's tail is written by every append: read again only once the messages
+            // known to be there are taken, so that a worker does not pull its line away from
+            // the publisher for every message.
+            if read >= self.visible {
+                self.visible = self
+                    .log
+                    .tail
+                    .load(Acquire)
+                    .min(self.cursor.end.load(Acquire));
+            }
+            if read >= self.visible {
+                if skipped {
+                    (self.idle)();
+                    skipped = false;
+                }
+                if !self.wait_for_more(read) {
+                    return None;
+                }
+                continue;
+            }
+            let Some(copy) = self.copy_out(read) else {
+                // Unprotected, or lapped before it started (a trimmed `Seq` start): taken
+                // under the ring lock, where the lap is counted.
+                return self.take(true).map(Taken::Owned);
+            };
+            self.cursor.read.store(read + 1, Release);
+            if self.wants(&copy) {
+                self.in_hand = Some(read);
+                let lent: &Message<T> = self.copy.insert(copy);
+                return Some(Taken::Lent(lent));
+            }
+            self.cursor.lent.store(NONE, Relaxed);
+            self.advance(read + 1);
+            skipped = true;
+        }
+    }
+
+    /// A copy of the handle of message `seq` in its slot, if the subscription is protected
+    /// and the slot holds it (see the module docs: lending).
+    fn copy_out(&self, seq: u64) -> Option<ManuallyDrop<Message<T>>> {
+        let lend = &self.cursor.lend;
+        if lend
+            .compare_exchange(IDLE, COPYING, Acquire, Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        self.cursor.lent.store(seq, Relaxed);
+        // SAFETY: protected (the exchange above, which `unprotect` waits out), so no thread
+        // writes this slot: `seq` is at or past the position, and below the tail.
+        let copy = unsafe { self.log.slots.get(seq) }
+            .filter(|(_, message)| message.seq() == seq)
+            // SAFETY: the ring's reference keeps the message while protected, and `held`
+            // keeps it after; the copy is never dropped.
+            .map(|(_, message)| unsafe { message.alias() });
+        if copy.is_none() {
+            self.cursor.lent.store(NONE, Relaxed);
+        }
+        lend.store(IDLE, Release);
+        copy
+    }
+
+    /// The message in hand is finished: let go of it and move the position on.
+    fn finish_in_hand(&mut self) {
+        if let Some(seq) = self.in_hand.take() {
+            if self.copy.take().is_some() {
+                self.cursor.lent.store(NONE, Relaxed);
+                if self.cursor.lend.load(Acquire) == UNPROTECTED {
+                    self.let_go_held();
+                }
+            }
+            self.advance(seq + 1);
+        }
     }
 
     /// The next message, awaiting one (a task worker's or a stream's); `None` once retired and
@@ -600,10 +820,15 @@ impl<T: Send + Sync + 'static> Reader<T> {
 
     /// Moves the position on to `seq`: everything before it is finished.
     fn advance(&self, seq: u64) {
-        self.cursor.position.store(seq, SeqCst);
-        if self.log.publisher_waiting.load(SeqCst) {
-            let _ring = self.log.ring.lock();
-            self.log.advanced.notify_all();
+        let before = self.cursor.position.swap(seq, SeqCst);
+        // Only the step that reaches the waiting publisher's mark wakes it (see
+        // `wait_for_room`).
+        if self.log.publisher_waiting.0.load(SeqCst) {
+            let wake_at = self.log.wake_at.load(SeqCst);
+            if before < wake_at && seq >= wake_at {
+                let _ring = self.log.ring.lock();
+                self.log.advanced.notify_all();
+            }
         }
         #[cfg(feature = "tokio")]
         self.log.room.notify();
@@ -639,9 +864,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
     }
 
     fn take(&mut self, wait: bool) -> Option<Message<T>> {
-        if let Some(seq) = self.in_hand.take() {
-            self.advance(seq + 1);
-        }
+        self.finish_in_hand();
         let mut skipped = false;
         loop {
             let message = match self.take_any(false) {
@@ -674,14 +897,32 @@ impl<T: Send + Sync + 'static> Reader<T> {
 
     /// The next message in the log, whether the filter wants it or not.
     fn take_any(&mut self, wait: bool) -> Option<Message<T>> {
-        if self.batch.is_empty() {
+        if self.batch.is_empty() && !self.wait_until(wait, Self::fill) {
+            return None;
+        }
+        self.batch.pop_front()
+    }
+
+    /// Waits until the log has a message past `read` for this reader, without taking it
+    /// (a lending reader's wait); false once retired and read up to the end, or stopped.
+    fn wait_for_more(&mut self, read: u64) -> bool {
+        self.wait_until(true, |this| {
+            let tail = this.log.tail.load(Relaxed);
+            read < tail.min(this.cursor.end.load(Acquire))
+        })
+    }
+
+    /// Waits until `ready`, asked under the ring lock; false if it was not and will not be
+    /// (retired and read up to the end, or stopped), or `wait` is false.
+    fn wait_until(&mut self, wait: bool, mut ready: impl FnMut(&mut Self) -> bool) -> bool {
+        {
             let log = Arc::clone(&self.log);
             let mut ring = log.ring.lock();
             let mut yields = 0;
-            while !self.fill(&mut ring) {
+            while !ready(self) {
                 let ended = self.cursor.end.load(Acquire) != OPEN;
                 if !wait || ended || stopped(&self.stop) {
-                    return None;
+                    return false;
                 }
                 // A worker that caught up gives the publisher a few turns before it sleeps
                 // (as crossbeam's receivers snooze): a sleeping worker must be woken by the
@@ -702,15 +943,15 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 ring.sleepers -= 1;
             }
         }
-        self.batch.pop_front()
+        true
     }
 
     /// Takes references out of the ring into `batch`, counting a lap as dropped; whether it
     /// took any. Under the ring lock.
-    fn fill(&mut self, ring: &mut Ring<T>) -> bool {
+    fn fill(&mut self) -> bool {
         let tail = self.log.tail.load(Relaxed);
         let upto = tail.min(self.cursor.end.load(Acquire));
-        let oldest = tail - ring.entries.len() as u64;
+        let oldest = self.log.oldest.load(Relaxed);
         let mut read = self.cursor.read.load(Relaxed);
         let lapped_to = oldest.min(upto);
         if read < lapped_to {
@@ -725,7 +966,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
             read = lapped_to;
             // Nothing is in hand: the position moves on with the read.
             self.cursor.position.store(read, SeqCst);
-            if self.log.publisher_waiting.load(SeqCst) {
+            if self.log.publisher_waiting.0.load(SeqCst) {
                 self.log.advanced.notify_all();
             }
         }
@@ -734,11 +975,10 @@ impl<T: Send + Sync + 'static> Reader<T> {
             self.cursor.read.store(read, Release);
             return false;
         }
-        let from = (read - oldest) as usize;
+        // SAFETY: under the ring lock, which every write takes.
+        let slots = &self.log.slots;
         self.batch.extend(
-            ring.entries
-                .range(from..from + n as usize)
-                .map(|(_, message)| message.clone()),
+            (read..read + n).filter_map(|seq| unsafe { slots.get(seq) }.map(|(_, m)| m.clone())),
         );
         self.cursor.read.store(read + n, Release);
         n > 0

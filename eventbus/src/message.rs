@@ -2,6 +2,7 @@
 //! topic's order.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
 use crate::shared::Shared;
@@ -82,6 +83,48 @@ impl<T> Message<T> {
     /// The published value (also reachable through `Deref`).
     pub fn payload(&self) -> &T {
         &self.shared.payload
+    }
+
+    /// Another handle on the message that is not counted: never dropped, so it lets go of
+    /// nothing (see `Shared::alias`).
+    ///
+    /// # Safety
+    ///
+    /// The caller uses the handle only while the message is kept by a counted reference
+    /// that it does not use meanwhile to let go of the message.
+    pub(crate) unsafe fn alias(&self) -> ManuallyDrop<Message<T>> {
+        // SAFETY: the caller's promise.
+        ManuallyDrop::new(Message {
+            shared: unsafe { self.shared.alias() },
+        })
+    }
+}
+
+/// A message a worker took: its own reference, or one lent by its topic's log for as long as
+/// the worker does not take the next (see `log.rs`).
+pub(crate) enum Taken<'a, T> {
+    Owned(Message<T>),
+    Lent(&'a Message<T>),
+}
+
+impl<T> Taken<'_, T> {
+    /// A reference of the worker's own: the taken one, or a new one for a lent message.
+    pub(crate) fn into_owned(self) -> Message<T> {
+        match self {
+            Taken::Owned(message) => message,
+            Taken::Lent(message) => message.clone(),
+        }
+    }
+}
+
+impl<T> Deref for Taken<'_, T> {
+    type Target = Message<T>;
+
+    fn deref(&self) -> &Message<T> {
+        match self {
+            Taken::Owned(message) => message,
+            Taken::Lent(message) => message,
+        }
     }
 }
 

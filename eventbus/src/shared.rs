@@ -319,6 +319,21 @@ impl<T> Clone for Shared<T> {
     }
 }
 
+impl<T> Shared<T> {
+    /// A handle on the same value that is not counted; it must never be dropped.
+    ///
+    /// # Safety
+    ///
+    /// The caller uses it only while some counted reference keeps the value, and never drops
+    /// it (dropping would let go of a reference it does not have).
+    pub(crate) unsafe fn alias(&self) -> Shared<T> {
+        Shared {
+            counted: self.counted,
+            _owns: PhantomData,
+        }
+    }
+}
+
 impl<T> Deref for Shared<T> {
     type Target = T;
 

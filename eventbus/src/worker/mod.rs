@@ -18,6 +18,7 @@ use crate::handler::Failure;
 use crate::lifecycle::Lifecycle;
 use crate::log::Reader;
 use crate::mailbox::Inbox;
+use crate::message::Taken;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
@@ -70,11 +71,13 @@ pub(crate) enum Source<T> {
 
 impl<T: Send + Sync + 'static> Source<T> {
     /// The next message, waiting for one; `None` once retired and nothing more can arrive.
+    /// Lent in its log's slot where the log lends (see `log.rs`): for a thread worker, which
+    /// does not keep it past the next call.
     #[inline]
-    pub(crate) fn next(&mut self) -> Option<Message<T>> {
+    pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
         match self {
-            Source::Mailbox(inbox) => inbox.next(),
-            Source::Log(reader) => reader.next(),
+            Source::Mailbox(inbox) => inbox.next().map(Taken::Owned),
+            Source::Log(reader) => reader.next_lent(),
         }
     }
 
@@ -135,9 +138,9 @@ fn abandon<T>(core: &SubscriptionCore, message: Message<T>, why: &'static str) {
     Counters::bump(&core.counters.abandoned);
 }
 
-/// A message whose attempt succeeded. Counted only once the worker has let go of it (see
-/// `lifecycle.rs`).
-fn delivered<T>(core: &SubscriptionCore, message: Message<T>) {
+/// A message whose attempt succeeded (its reference, or a lent one). Counted only once the
+/// worker has let go of it (see `lifecycle.rs`).
+fn delivered<M>(core: &SubscriptionCore, message: M) {
     drop(message);
     Counters::bump(&core.counters.delivered);
 }

@@ -7,6 +7,7 @@ use super::{
     abandon, abandon_rest, dead_letter, delivered, failed, took, Context, Finish, Source, CURRENT,
 };
 use crate::handler::{self, Failure};
+use crate::message::Taken;
 use crate::observe;
 use crate::stats::Counters;
 use crate::subscriber::SubscriptionCore;
@@ -40,10 +41,10 @@ fn run<T: Send + Sync + 'static>(
     let _current = Cleared;
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
-    while let Some(message) = inbox.next() {
+    while let Some(message) = inbox.next_lent() {
         took(&core);
         if lifecycle.is_stopped() {
-            abandon(&core, message, "forced close");
+            abandon(&core, message.into_owned(), "forced close");
             break;
         }
         deliver(&core, &context, &mut handler, message);
@@ -74,7 +75,7 @@ fn deliver<T: Send + Sync + 'static>(
     core: &SubscriptionCore,
     context: &Context,
     handler: &mut impl Run<T>,
-    message: Message<T>,
+    message: Taken<'_, T>,
 ) {
     let mut attempts: u32 = 0;
     loop {
@@ -93,7 +94,7 @@ fn deliver<T: Send + Sync + 'static>(
                 drop_quietly(failure);
                 Counters::bump(&core.counters.retried);
             }
-            _ => return dead_letter(core, context, message, failure, attempts),
+            _ => return dead_letter(core, context, message.into_owned(), failure, attempts),
         }
     }
 }

@@ -1,0 +1,129 @@
+//! A log's storage (`log.rs`): one slot per seq, modulo the log's capacity, so that a worker
+//! can read a message in place with no lock held.
+//!
+//! Slots come in chunks made on first use, so a log that keeps a million messages costs
+//! memory only as it fills, and a slot never moves once made. Every write happens under the
+//! log's ring lock. A read happens under that lock too, or, for a `Block` subscription's
+//! worker, without it, under the rule `log.rs` keeps: a slot is not written while such a
+//! worker may read it (its seq is at or past the worker's position, which the publisher
+//! never laps).
+
+use std::cell::UnsafeCell;
+use std::sync::OnceLock;
+
+/// Slots per chunk.
+const CHUNK: usize = 1024;
+
+pub(crate) struct Slots<E> {
+    capacity: usize,
+    chunks: Box<[OnceLock<Chunk<E>>]>,
+}
+
+/// Up to [`CHUNK`] slots, made at once.
+type Chunk<E> = Box<[Slot<E>]>;
+
+struct Slot<E>(UnsafeCell<Option<E>>);
+
+// SAFETY: a `Slots<E>` hands out `&E` to several threads (`E: Sync`) and moves `E`s in and
+// out on whichever thread holds the ring lock (`E: Send`). Its methods that touch a slot are
+// `unsafe`, and their callers keep the rule that makes it free of data races: no slot is
+// written while another thread reads or writes it.
+unsafe impl<E: Send + Sync> Sync for Slots<E> {}
+
+impl<E> Slots<E> {
+    /// Room for `capacity` entries (at least one); nothing is allocated yet.
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Slots {
+            capacity,
+            chunks: (0..capacity.div_ceil(CHUNK))
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
+    }
+
+    fn place(&self, seq: u64) -> (usize, usize) {
+        let at = (seq % self.capacity as u64) as usize;
+        (at / CHUNK, at % CHUNK)
+    }
+
+    /// Puts `entry` in `seq`'s slot (which also holds `seq ± capacity`); what was there.
+    ///
+    /// # Safety
+    ///
+    /// No other thread reads or writes the slot meanwhile.
+    pub(crate) unsafe fn replace(&self, seq: u64, entry: Option<E>) -> Option<E> {
+        let (chunk, at) = self.place(seq);
+        let chunk = self.chunks[chunk].get_or_init(|| {
+            let len = CHUNK.min(self.capacity - chunk * CHUNK);
+            (0..len).map(|_| Slot(UnsafeCell::new(None))).collect()
+        });
+        // SAFETY: the caller's promise: this thread alone has the slot now.
+        unsafe { std::mem::replace(&mut *chunk[at].0.get(), entry) }
+    }
+
+    /// What `seq`'s slot holds (an entry of `seq`, or of `seq ± capacity`), if anything.
+    ///
+    /// # Safety
+    ///
+    /// No thread writes the slot while the returned reference lives.
+    pub(crate) unsafe fn get(&self, seq: u64) -> Option<&E> {
+        let (chunk, at) = self.place(seq);
+        let chunk = self.chunks[chunk].get()?;
+        // SAFETY: the caller's promise: the slot is not written while this is read.
+        unsafe { (*chunk[at].0.get()).as_ref() }
+    }
+}
+
+/// Also run under Miri (`cargo +nightly miri test -p eventbus --lib slots`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_holds_its_seq_and_the_seqs_a_capacity_apart() {
+        let slots = Slots::new(3);
+        // SAFETY: one thread.
+        unsafe {
+            assert_eq!(slots.get(0), None, "nothing written yet");
+            assert_eq!(slots.replace(0, Some("zero")), None);
+            assert_eq!(slots.replace(1, Some("one")), None);
+            assert_eq!(slots.get(0), Some(&"zero"));
+            assert_eq!(slots.replace(3, Some("three")), Some("zero"));
+            assert_eq!(slots.get(0), Some(&"three"), "3 is 0's slot");
+            assert_eq!(slots.replace(4, None), Some("one"));
+            assert_eq!(slots.get(1), None);
+        }
+    }
+
+    #[test]
+    fn chunks_are_made_as_the_log_fills_and_the_last_is_short() {
+        let slots: Slots<u64> = Slots::new(CHUNK + 5);
+        assert_eq!(slots.chunks.len(), 2);
+        assert!(slots.chunks.iter().all(|c| c.get().is_none()));
+        // SAFETY: one thread.
+        unsafe {
+            slots.replace(CHUNK as u64 + 4, Some(7));
+            assert_eq!(slots.get(CHUNK as u64 + 4), Some(&7));
+            assert_eq!(
+                slots.get(2 * CHUNK as u64 + 9),
+                Some(&7),
+                "a capacity later"
+            );
+        }
+        assert!(slots.chunks[0].get().is_none());
+        assert_eq!(slots.chunks[1].get().map(|c| c.len()), Some(5));
+    }
+
+    #[test]
+    fn entries_left_in_the_slots_are_dropped_with_them() {
+        let value = std::sync::Arc::new(());
+        let slots = Slots::new(4);
+        // SAFETY: one thread.
+        unsafe {
+            slots.replace(2, Some(std::sync::Arc::clone(&value)));
+        }
+        drop(slots);
+        assert_eq!(std::sync::Arc::strong_count(&value), 1);
+    }
+}
