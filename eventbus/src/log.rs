@@ -103,7 +103,7 @@ const UNPROTECTED: u8 = 2;
 const RECHECK: Duration = Duration::from_millis(5);
 
 /// How many times a worker that caught up yields before it sleeps.
-const YIELDS: u32 = 20;
+const YIELDS: u32 = 3;
 
 /// The most references a `Block` worker takes out of the ring at once.
 const BATCH: usize = 64;
