@@ -251,8 +251,15 @@ impl<T: Send + Sync + 'static> Log<T> {
         let mut ring = self.ring.lock();
         if seq >= ring.limit {
             match self.wait_for_room(&mut ring, seq, room_by, stop, waits, publisher) {
-                Ok(()) | Err(NoRoom::Stopped) if room_by.is_none() => {}
                 Ok(()) => {}
+                Err(NoRoom::Stopped) if room_by.is_none() => {
+                    // Appended anyway (accepted, then abandoned with the rest), into a slot a
+                    // `Block` worker may be at: from here on no worker reads in place, and the
+                    // message a worker holds is kept (see the module docs: lending).
+                    for cursor in ring.cursors.clone() {
+                        self.unprotect(&mut ring, &cursor);
+                    }
+                }
                 Err(why) => return Err((payload, why)),
             }
         }
@@ -446,7 +453,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         loop {
             match cursor
                 .lend
-                .compare_exchange(IDLE, UNPROTECTED, Acquire, Acquire)
+                .compare_exchange(IDLE, UNPROTECTED, SeqCst, SeqCst)
             {
                 Ok(_) => break,
                 Err(UNPROTECTED) => return,
@@ -454,8 +461,9 @@ impl<T: Send + Sync + 'static> Log<T> {
                 Err(_) => std::thread::yield_now(),
             }
         }
-        // Written before the worker's last `IDLE`, which the exchange above read.
-        let lent = cursor.lent.load(Relaxed);
+        // Written before the worker's last `IDLE`, which the exchange above read, or let go
+        // of since (see `Reader::let_go_copy`).
+        let lent = cursor.lent.load(SeqCst);
         if lent == NONE {
             return;
         }
@@ -737,7 +745,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 let lent: &Message<T> = self.copy.insert(copy);
                 return Some(Taken::Lent(lent));
             }
-            self.cursor.lent.store(NONE, Relaxed);
+            self.let_go_copy();
             self.advance(read + 1);
             skipped = true;
         }
@@ -772,12 +780,21 @@ impl<T: Send + Sync + 'static> Reader<T> {
     fn finish_in_hand(&mut self) {
         if let Some(seq) = self.in_hand.take() {
             if self.copy.take().is_some() {
-                self.cursor.lent.store(NONE, Relaxed);
-                if self.cursor.lend.load(Acquire) == UNPROTECTED {
-                    self.let_go_held();
-                }
+                self.let_go_copy();
             }
             self.advance(seq + 1);
+        }
+    }
+
+    /// The worker is done with the handle it copied (the handler or filter has returned).
+    /// Sequentially consistent, as `unprotect`'s exchange and read: either this sees the
+    /// subscription unprotected and lets go of what the ring kept for it, or `unprotect` sees
+    /// no handle and keeps nothing; and the handler's reads happen before any free that
+    /// follows an `unprotect` that saw none.
+    fn let_go_copy(&self) {
+        self.cursor.lent.swap(NONE, SeqCst);
+        if self.cursor.lend.load(SeqCst) == UNPROTECTED {
+            self.let_go_held();
         }
     }
 

@@ -47,10 +47,20 @@ pub struct Retention {
 }
 
 impl Retention {
-    /// Keeps at most `messages` (at least 1: 0 is taken as 1).
+    /// The most messages a log keeps: 2³² (a larger `retain` is taken as this).
+    pub const MAX_MESSAGES: usize = 1 << 32;
+
+    /// Keeps at most `messages` (at least 1: 0 is taken as 1; at most
+    /// [`MAX_MESSAGES`](Self::MAX_MESSAGES)).
     pub const fn messages(messages: usize) -> Self {
         Retention {
-            messages: if messages == 0 { 1 } else { messages },
+            messages: if messages == 0 {
+                1
+            } else if messages > Self::MAX_MESSAGES {
+                Self::MAX_MESSAGES
+            } else {
+                messages
+            },
             max_age: None,
         }
     }

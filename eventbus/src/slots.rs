@@ -1,8 +1,9 @@
 //! A log's storage (`log.rs`): one slot per seq, modulo the log's capacity, so that a worker
 //! can read a message in place with no lock held.
 //!
-//! Slots come in chunks made on first use, so a log that keeps a million messages costs
-//! memory only as it fills, and a slot never moves once made. Every write happens under the
+//! Slots come in chunks made on first use, and chunks in groups made on first use, so a log
+//! that keeps a million messages (or four billion) costs memory only as it fills, and a slot
+//! never moves once made. Every write happens under the
 //! log's ring lock. A read happens under that lock too, or, for a `Block` subscription's
 //! worker, without it, under the rule `log.rs` keeps: a slot is not written while such a
 //! worker may read it (its seq is at or past the worker's position, which the publisher
@@ -14,10 +15,16 @@ use std::sync::OnceLock;
 /// Slots per chunk.
 const CHUNK: usize = 1024;
 
+/// Chunks per group.
+const GROUP: usize = 1024;
+
 pub(crate) struct Slots<E> {
     capacity: usize,
-    chunks: Box<[OnceLock<Chunk<E>>]>,
+    groups: Box<[OnceLock<Group<E>>]>,
 }
+
+/// Up to [`GROUP`] chunks, each made on first use.
+type Group<E> = Box<[OnceLock<Chunk<E>>]>;
 
 /// Up to [`CHUNK`] slots, made at once.
 type Chunk<E> = Box<[Slot<E>]>;
@@ -31,20 +38,22 @@ struct Slot<E>(UnsafeCell<Option<E>>);
 unsafe impl<E: Send + Sync> Sync for Slots<E> {}
 
 impl<E> Slots<E> {
-    /// Room for `capacity` entries (at least one); nothing is allocated yet.
+    /// Room for `capacity` entries (at least one); only the table of groups is allocated
+    /// yet (one entry per million slots).
     pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Slots {
             capacity,
-            chunks: (0..capacity.div_ceil(CHUNK))
+            groups: (0..capacity.div_ceil(CHUNK * GROUP))
                 .map(|_| OnceLock::new())
                 .collect(),
         }
     }
 
-    fn place(&self, seq: u64) -> (usize, usize) {
+    /// Seq's group, its chunk in the group, and its slot in the chunk.
+    fn place(&self, seq: u64) -> (usize, usize, usize) {
         let at = (seq % self.capacity as u64) as usize;
-        (at / CHUNK, at % CHUNK)
+        (at / (CHUNK * GROUP), at / CHUNK % GROUP, at % CHUNK)
     }
 
     /// Puts `entry` in `seq`'s slot (which also holds `seq ± capacity`); what was there.
@@ -53,9 +62,14 @@ impl<E> Slots<E> {
     ///
     /// No other thread reads or writes the slot meanwhile.
     pub(crate) unsafe fn replace(&self, seq: u64, entry: Option<E>) -> Option<E> {
-        let (chunk, at) = self.place(seq);
-        let chunk = self.chunks[chunk].get_or_init(|| {
-            let len = CHUNK.min(self.capacity - chunk * CHUNK);
+        let (group, chunk, at) = self.place(seq);
+        let first = group * GROUP * CHUNK;
+        let chunks = self.groups[group].get_or_init(|| {
+            let len = GROUP.min((self.capacity - first).div_ceil(CHUNK));
+            (0..len).map(|_| OnceLock::new()).collect()
+        });
+        let chunk = chunks[chunk].get_or_init(|| {
+            let len = CHUNK.min(self.capacity - first - chunk * CHUNK);
             (0..len).map(|_| Slot(UnsafeCell::new(None))).collect()
         });
         // SAFETY: the caller's promise: this thread alone has the slot now.
@@ -68,8 +82,8 @@ impl<E> Slots<E> {
     ///
     /// No thread writes the slot while the returned reference lives.
     pub(crate) unsafe fn get(&self, seq: u64) -> Option<&E> {
-        let (chunk, at) = self.place(seq);
-        let chunk = self.chunks[chunk].get()?;
+        let (group, chunk, at) = self.place(seq);
+        let chunk = self.groups[group].get()?[chunk].get()?;
         // SAFETY: the caller's promise: the slot is not written while this is read.
         unsafe { (*chunk[at].0.get()).as_ref() }
     }
@@ -99,8 +113,8 @@ mod tests {
     #[test]
     fn chunks_are_made_as_the_log_fills_and_the_last_is_short() {
         let slots: Slots<u64> = Slots::new(CHUNK + 5);
-        assert_eq!(slots.chunks.len(), 2);
-        assert!(slots.chunks.iter().all(|c| c.get().is_none()));
+        assert_eq!(slots.groups.len(), 1);
+        assert!(slots.groups[0].get().is_none());
         // SAFETY: one thread.
         unsafe {
             slots.replace(CHUNK as u64 + 4, Some(7));
@@ -111,8 +125,25 @@ mod tests {
                 "a capacity later"
             );
         }
-        assert!(slots.chunks[0].get().is_none());
-        assert_eq!(slots.chunks[1].get().map(|c| c.len()), Some(5));
+        let chunks = slots.groups[0].get().unwrap();
+        assert_eq!(chunks.len(), 2);
+        assert!(chunks[0].get().is_none());
+        assert_eq!(chunks[1].get().map(|c| c.len()), Some(5));
+    }
+
+    #[test]
+    fn a_huge_log_costs_only_its_table_of_groups_until_it_fills() {
+        let capacity = 1 << 32;
+        let slots: Slots<u64> = Slots::new(capacity);
+        assert_eq!(slots.groups.len(), capacity / (CHUNK * GROUP));
+        // SAFETY: one thread.
+        unsafe {
+            let last = capacity as u64 - 1;
+            slots.replace(last, Some(9));
+            assert_eq!(slots.get(last), Some(&9));
+            assert_eq!(slots.get(0), None);
+        }
+        assert_eq!(slots.groups.iter().filter(|g| g.get().is_some()).count(), 1);
     }
 
     #[test]
