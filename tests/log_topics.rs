@@ -407,6 +407,38 @@ impl Drop for Kept {
     }
 }
 
+/// A `Block` subscriber of `Kept` (capacity 4, the whole log) whose handler, at the message
+/// numbered `held`, says so on `inside`, waits for `release`, then sends on `seen` the
+/// message's seq and number and whether it had been dropped meanwhile.
+struct Holder {
+    subscription: eventbus::Subscription,
+    inside: mpsc::Receiver<()>,
+    release: mpsc::Sender<()>,
+    seen: mpsc::Receiver<(u64, u64, bool)>,
+}
+
+fn hold(bus: &Bus, dropped: &std::sync::Arc<std::sync::Mutex<Vec<u64>>>, held: u64) -> Holder {
+    let (inside_tx, inside) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (seen_tx, seen) = mpsc::channel();
+    let dropped = std::sync::Arc::clone(dropped);
+    let subscription =
+        bus.subscribe::<Kept>(Options::default().capacity(4), move |m: &Message<Kept>| {
+            if m.0 == held {
+                inside_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                let gone = dropped.lock().unwrap().contains(&held);
+                seen_tx.send((m.seq(), m.0, gone)).unwrap();
+            }
+        });
+    Holder {
+        subscription,
+        inside,
+        release,
+        seen,
+    }
+}
+
 /// A `Block` thread worker reads messages in the log's slots, without a reference of its own
 /// (`log.rs`: lending). Unsubscribed while its handler holds one, it is no longer waited for,
 /// so publishes go on and the log trims that message: it must stay alive, whole, until the
@@ -416,24 +448,12 @@ fn a_message_in_a_handler_outlives_its_trim_after_an_unsubscribe() {
     use std::sync::{Arc, Mutex};
     let bus = Bus::builder().build();
     let dropped = Arc::new(Mutex::new(Vec::new()));
-    let (inside_tx, inside_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let (seen_tx, seen_rx) = mpsc::channel();
-    let in_handler = Arc::clone(&dropped);
-    let subscription =
-        bus.subscribe::<Kept>(Options::default().capacity(4), move |m: &Message<Kept>| {
-            if m.0 == 1 {
-                inside_tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-                // The trim let go of the log's reference long ago.
-                let gone = in_handler.lock().unwrap().contains(&1);
-                seen_tx.send((m.seq(), m.0, gone)).unwrap();
-            }
-        });
+    let holder = hold(&bus, &dropped, 1);
     for i in 0..2 {
         bus.publish(Kept(i, Arc::clone(&dropped))).unwrap();
     }
-    inside_rx.recv().unwrap();
+    holder.inside.recv().unwrap();
+    let subscription = holder.subscription;
     let unsubscribing = std::thread::spawn(move || subscription.unsubscribe());
     // Unsubscribed (it leaves the stats at once), its worker still in the handler.
     while bus.stats().subscriptions.iter().any(|s| s.topic == "Kept") {
@@ -447,8 +467,9 @@ fn a_message_in_a_handler_outlives_its_trim_after_an_unsubscribe() {
         !dropped.lock().unwrap().contains(&1),
         "message 1 was dropped while a handler held it"
     );
-    release_tx.send(()).unwrap();
-    assert_eq!(seen_rx.recv().unwrap(), (1, 1, false));
+    // By the time the handler looks, the trim has let go of the log's reference long ago.
+    holder.release.send(()).unwrap();
+    assert_eq!(holder.seen.recv().unwrap(), (1, 1, false));
     unsubscribing.join().unwrap();
     bus.close();
     assert!(
@@ -468,18 +489,7 @@ fn a_message_in_a_handler_outlives_a_forced_close_that_lets_a_publisher_append()
     use std::sync::{Arc, Mutex};
     let bus = Arc::new(Bus::builder().build());
     let dropped = Arc::new(Mutex::new(Vec::new()));
-    let (inside_tx, inside_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let (seen_tx, seen_rx) = mpsc::channel();
-    let in_handler = Arc::clone(&dropped);
-    bus.subscribe::<Kept>(Options::default().capacity(4), move |m: &Message<Kept>| {
-        if m.0 == 100 {
-            inside_tx.send(()).unwrap();
-            release_rx.recv().unwrap();
-            let gone = in_handler.lock().unwrap().contains(&100);
-            seen_tx.send((m.seq(), m.0, gone)).unwrap();
-        }
-    });
+    let holder = hold(&bus, &dropped, 100);
     let publisher = {
         let (bus, dropped) = (Arc::clone(&bus), Arc::clone(&dropped));
         std::thread::spawn(move || {
@@ -490,7 +500,7 @@ fn a_message_in_a_handler_outlives_a_forced_close_that_lets_a_publisher_append()
             }
         })
     };
-    inside_rx.recv().unwrap();
+    holder.inside.recv().unwrap();
     while bus.stats().topics.iter().all(|t| t.retained != Some(4)) {
         std::thread::yield_now();
     }
@@ -504,6 +514,6 @@ fn a_message_in_a_handler_outlives_a_forced_close_that_lets_a_publisher_append()
         !dropped.lock().unwrap().contains(&100),
         "message 100 was dropped while a handler held it"
     );
-    release_tx.send(()).unwrap();
-    assert_eq!(seen_rx.recv().unwrap(), (0, 100, false));
+    holder.release.send(()).unwrap();
+    assert_eq!(holder.seen.recv().unwrap(), (0, 100, false));
 }
