@@ -18,6 +18,7 @@
 //! - `EVENTBUS_BENCH_ROUNDS` (default 5): rounds; the median is reported.
 //! - `EVENTBUS_BENCH_ONLY` (text): only the measurements whose title contains it
 //!   (`fan-out`, `publishers`, `replay`).
+//! - `EVENTBUS_BENCH_SUBSCRIBERS` (a number): only the fan-outs to that many subscribers.
 //!
 //! Figures from a shared machine are noisy: read the ratios, and the load average printed at
 //! the start and the end.
@@ -75,6 +76,13 @@ fn env(name: &str, default: u64) -> u64 {
 
 fn wanted(title: &str) -> bool {
     std::env::var("EVENTBUS_BENCH_ONLY").map_or(true, |only| title.contains(&only))
+}
+
+fn subscribed(subscribers: usize) -> bool {
+    std::env::var("EVENTBUS_BENCH_SUBSCRIBERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(true, |only| only == subscribers)
 }
 
 fn load() -> String {
@@ -296,7 +304,7 @@ fn main() {
     let mut publisher_cost = Vec::new();
     let mut live = None;
     if wanted("fan-out") {
-        for subscribers in [1, 4, 16, 64] {
+        for subscribers in [1, 4, 16, 64].into_iter().filter(|&s| subscribed(s)) {
             let n = if subscribers == 64 {
                 messages / 4
             } else {
@@ -345,7 +353,7 @@ fn main() {
         }
     }
     if wanted("publishers") {
-        for subscribers in [4, 16] {
+        for subscribers in [4, 16].into_iter().filter(|&s| subscribed(s)) {
             let medians = fan_out(4, subscribers, messages, rounds, &[Log, BusCrate]);
             if let [(_, log), (_, bus_crate)] = medians[..] {
                 println!(

@@ -8,7 +8,8 @@
 //! # The ring, and what each side writes
 //!
 //! The ring holds `(published at, Message<T>)`, one shared reference per message, in
-//! `retain` slots (`slots.rs`): seq `s` in slot `s % retain`. Publishers append under the
+//! `retain` rounded up to a power of two slots (`slots.rs`): seq `s` in slot `s % slots`.
+//! Publishers append under the
 //! topic's order lock, so one at a time, and under the ring lock; each append trims the front
 //! to `retain` messages and, with `retain_for`, drops what is older, but never past a `Block`
 //! subscription's position. A worker takes references out (a batch for `Block`, one at a
@@ -101,6 +102,9 @@ const UNPROTECTED: u8 = 2;
 /// How often a publisher waiting for a `Block` subscription looks again (for a forced stop,
 /// a deadline, or a cycle), besides being woken.
 const RECHECK: Duration = Duration::from_millis(5);
+
+/// How many times a worker that caught up spins (1, 2, 4, .. 32 times) before it yields.
+const SPINS: u32 = 6;
 
 /// How many times a worker that caught up yields before it sleeps.
 const YIELDS: u32 = 3;
@@ -273,20 +277,27 @@ impl<T: Send + Sync + 'static> Log<T> {
         // Another share of it, for the topic's observers.
         let shared = share.then(|| message.clone());
         let now = Instant::now();
-        // A full ring trims one message per append: the one in this seq's slot, `retain`
-        // before it, held on the stack, so that the append allocates nothing but the message.
-        // `trimmed` allocates only for an age trim.
-        let mut trimmed = Vec::new();
-        // SAFETY: under the ring lock; no lending worker reads this slot, which holds seq
-        // `seq - retain` or nothing: behind every protected position (see the module docs).
-        let lapped = unsafe { self.slots.replace(seq, Some((now, message))) };
+        // A full ring trims one message per append, `retain` before this one, held on the
+        // stack, so that the append allocates nothing but the message. `trimmed` allocates
+        // only for an age trim.
+        let mut trimmed = None;
+        let retain = self.retention.messages as u64;
+        // SAFETY (both): under the ring lock; no lending worker reads these slots. One holds
+        // seq `seq - retain` or nothing, the other `seq - slots` (at most `seq - retain`,
+        // so trimmed) or nothing: both behind every protected position (see the module docs).
+        let lapped = match seq.checked_sub(retain) {
+            Some(lapped) => unsafe { self.slots.replace(lapped, None) },
+            None => None,
+        };
+        let before = unsafe { self.slots.replace(seq, Some((now, message))) };
+        debug_assert!(before.is_none(), "a slot's last message was trimmed before");
         let oldest = self.oldest.load(Relaxed);
         self.tail.store(seq + 1, Release);
-        self.oldest.store(
-            oldest.max((seq + 1).saturating_sub(self.retention.messages as u64)),
-            Release,
-        );
-        self.trim_expired(&mut ring, now, &mut trimmed);
+        self.oldest
+            .store(oldest.max((seq + 1).saturating_sub(retain)), Release);
+        if self.retention.max_age.is_some() {
+            self.trim_expired(&mut ring, now, trimmed.get_or_insert_with(Vec::new));
+        }
         if ring.sleepers > 0 {
             self.arrived.notify_all();
         }
@@ -298,6 +309,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         }
         // User code (the payloads' `Drop`), run with the ring lock let go.
         drop(lapped);
+        drop(before);
         drop(trimmed);
         Ok(shared)
     }
@@ -935,22 +947,32 @@ impl<T: Send + Sync + 'static> Reader<T> {
         {
             let log = Arc::clone(&self.log);
             let mut ring = log.ring.lock();
-            let mut yields = 0;
+            let mut snoozes = 0;
             while !ready(self) {
                 let ended = self.cursor.end.load(Acquire) != OPEN;
                 if !wait || ended || stopped(&self.stop) {
                     return false;
                 }
-                // A worker that caught up gives the publisher a few turns before it sleeps
-                // (as crossbeam's receivers snooze): a sleeping worker must be woken by the
-                // next append, and waking many is the one part of an append that grows with
-                // the number of subscribers.
-                if yields < YIELDS {
-                    yields += 1;
+                // A worker that caught up snoozes before it sleeps (as crossbeam's receivers
+                // do): spins, then gives the publisher a few turns, watching the tail with the
+                // ring lock let go. A sleeping worker must be woken by the next append, and
+                // waking many is the one part of an append that grows with the subscribers.
+                if snoozes < SPINS + YIELDS {
                     let read = self.cursor.read.load(Relaxed);
+                    let cursor = &self.cursor;
                     MutexGuard::unlocked(&mut ring, || {
-                        if log.tail.load(Acquire) <= read {
-                            std::thread::yield_now();
+                        while snoozes < SPINS + YIELDS
+                            && log.tail.load(Acquire) <= read
+                            && cursor.end.load(Acquire) == OPEN
+                        {
+                            if snoozes < SPINS {
+                                for _ in 0..1 << snoozes {
+                                    std::hint::spin_loop();
+                                }
+                            } else {
+                                std::thread::yield_now();
+                            }
+                            snoozes += 1;
                         }
                     });
                     continue;

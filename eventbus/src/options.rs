@@ -52,6 +52,10 @@ impl Retention {
 
     /// Keeps at most `messages` (at least 1: 0 is taken as 1; at most
     /// [`MAX_MESSAGES`](Self::MAX_MESSAGES)).
+    ///
+    /// The log's table has a slot per message kept, rounded up to a power of two (so that
+    /// finding a message's slot is a mask), of 24 bytes plus the message's own size; the
+    /// table grows as the log fills, 1,024 slots at a time.
     pub const fn messages(messages: usize) -> Self {
         Retention {
             messages: if messages == 0 {
