@@ -373,13 +373,20 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<u64, (T, Refused)> {
         // Most publishes: from outside a handler, waiting as long as it takes, the order lock
-        // free, the bus open. Nothing to record or wait for before the hand-out.
-        if wait == Wait::Forever && publisher.is_none() && self.log.is_none() {
+        // free, the bus open. Nothing to record or wait for before the hand-out or append.
+        if wait == Wait::Forever && publisher.is_none() {
             #[cfg(feature = "tokio")]
             let _turn = TurnOver(self);
             if let Some(mut order) = self.order.try_lock() {
                 if lifecycle.is_open() {
                     let order = self.current(&mut order);
+                    if let Some(log) = &self.log {
+                        let (observers, pool) = (&order.observers, &mut order.pool);
+                        let entered = std::iter::empty();
+                        return self.log_out(
+                            log, observers, pool, payload, wait, lifecycle, None, entered,
+                        );
+                    }
                     let (subscribers, observers) = (&order.subscribers, &order.observers);
                     let (pool, entered) = (&mut order.pool, std::iter::empty());
                     return Ok(self.hand_out(
@@ -456,14 +463,10 @@ impl<T: Topic> TopicState<T> {
             }
         }
         if let Some(log) = &self.log {
-            let share = !observers.is_empty();
-            let seq = self.next_seq.load(Relaxed);
             let pool = &mut order.pool;
-            let appended = self.append(log, pool, payload, wait, lifecycle, publisher, share)?;
-            if let Some(message) = appended {
-                self.to_observers(observers, entered, message, publisher, stop);
-            }
-            return Ok(seq);
+            return self.log_out(
+                log, observers, pool, payload, wait, lifecycle, publisher, entered,
+            );
         }
         // Checked before numbering, so a refused message leaves no trace. Only this thread
         // adds to these mailboxes while it holds the order lock, so a mailbox with room now
@@ -515,6 +518,31 @@ impl<T: Topic> TopicState<T> {
             publisher,
             lifecycle,
         ))
+    }
+
+    /// Appends `payload` to the log and hands it to the observers (those `entered` already
+    /// have room for it); its seq. Called under the order lock, once the bus accepted it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn log_out<'a>(
+        &self,
+        log: &Log<T>,
+        observers: &[Arc<Inlet>],
+        pool: &mut Pool<Envelope<T>>,
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+        entered: impl IntoIterator<Item = Entered<'a>>,
+    ) -> Result<u64, (T, Refused)> {
+        let seq = self.next_seq.load(Relaxed);
+        let share = !observers.is_empty();
+        let appended = self.append(log, pool, payload, wait, lifecycle, publisher, share)?;
+        if let Some(message) = appended {
+            let stop = lifecycle.stop_signal();
+            self.to_observers(observers, entered, message, publisher, stop);
+        }
+        Ok(seq)
     }
 
     /// The order lock's state, with the subscriber lists as they are now.
