@@ -49,7 +49,8 @@
 //! capacity` (capacity at most `retain`, so a `Block` subscription is never lapped). The
 //! publisher keeps a lower bound of `min(position + capacity)` (`Ring::limit`; positions only
 //! grow) and looks at the cursors only when it reaches it. To wait, it sets
-//! `publisher_waiting`, looks at the positions again and sleeps on `advanced`; a worker stores
+//! `publisher_waiting`, looks at the positions again, snoozes a few turns (as a caught-up
+//! worker does before it sleeps on `arrived`), and sleeps on `advanced`; a worker stores
 //! its position, then reads the flag (both sequentially consistent, so one sees the other)
 //! and, if set, notifies under the ring lock. `DropOldest`: the trim laps it. `DropNewest`
 //! has no meaning on a shared log and is refused at subscribe.
@@ -103,11 +104,39 @@ const UNPROTECTED: u8 = 2;
 /// a deadline, or a cycle), besides being woken.
 const RECHECK: Duration = Duration::from_millis(5);
 
-/// How many times a worker that caught up spins (1, 2, 4, .. 32 times) before it yields.
+/// How many times a worker that caught up, or a publisher waiting for room, spins (1, 2, 4,
+/// .. 32 times) before it yields.
 const SPINS: u32 = 6;
 
-/// How many times a worker that caught up yields before it sleeps.
+/// How many times it then yields before it sleeps.
 const YIELDS: u32 = 3;
+
+/// A waiter's few turns before it sleeps (as crossbeam's `Backoff::snooze`): spins, then
+/// yields.
+#[derive(Default)]
+struct Snooze(u32);
+
+impl Snooze {
+    /// Takes one more turn; false once they are over (and then takes none).
+    fn snooze(&mut self) -> bool {
+        if self.is_over() {
+            return false;
+        }
+        if self.0 < SPINS {
+            for _ in 0..1 << self.0 {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::yield_now();
+        }
+        self.0 += 1;
+        true
+    }
+
+    fn is_over(&self) -> bool {
+        self.0 >= SPINS + YIELDS
+    }
+}
 
 /// The most references a `Block` worker takes out of the ring at once.
 const BATCH: usize = 64;
@@ -325,6 +354,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         publisher: Option<&Arc<WaitNode>>,
     ) -> Result<(), NoRoom> {
         let _waiting = Waiting(&self.publisher_waiting.0);
+        let mut snooze = Snooze::default();
         loop {
             // Announced before the positions are read: see the module docs.
             self.publisher_waiting.0.store(true, SeqCst);
@@ -362,6 +392,15 @@ impl<T: Send + Sync + 'static> Log<T> {
             let wake_at = (seq + (capacity / 8).clamp(1, 64)).saturating_sub(capacity);
             self.wake_at.store(wake_at, SeqCst);
             if behind.position.load(SeqCst) >= wake_at {
+                continue;
+            }
+            // Snoozes first, as a caught-up worker does: the room often comes within a few
+            // turns, and a sleep costs the publisher and the worker that wakes it a system
+            // call each.
+            if !snooze.is_over() {
+                MutexGuard::unlocked(ring, || {
+                    while behind.position.load(SeqCst) < wake_at && snooze.snooze() {}
+                });
                 continue;
             }
             waits.waiting_on(&behind.node, || {
@@ -947,33 +986,23 @@ impl<T: Send + Sync + 'static> Reader<T> {
         {
             let log = Arc::clone(&self.log);
             let mut ring = log.ring.lock();
-            let mut snoozes = 0;
+            let mut snooze = Snooze::default();
             while !ready(self) {
                 let ended = self.cursor.end.load(Acquire) != OPEN;
                 if !wait || ended || stopped(&self.stop) {
                     return false;
                 }
-                // A worker that caught up snoozes before it sleeps (as crossbeam's receivers
-                // do): spins, then gives the publisher a few turns, watching the tail with the
-                // ring lock let go. A sleeping worker must be woken by the next append, and
+                // A worker that caught up snoozes before it sleeps, watching the tail with the
+                // ring lock let go: a sleeping worker must be woken by the next append, and
                 // waking many is the one part of an append that grows with the subscribers.
-                if snoozes < SPINS + YIELDS {
+                if !snooze.is_over() {
                     let read = self.cursor.read.load(Relaxed);
                     let cursor = &self.cursor;
                     MutexGuard::unlocked(&mut ring, || {
-                        while snoozes < SPINS + YIELDS
-                            && log.tail.load(Acquire) <= read
+                        while log.tail.load(Acquire) <= read
                             && cursor.end.load(Acquire) == OPEN
-                        {
-                            if snoozes < SPINS {
-                                for _ in 0..1 << snoozes {
-                                    std::hint::spin_loop();
-                                }
-                            } else {
-                                std::thread::yield_now();
-                            }
-                            snoozes += 1;
-                        }
+                            && snooze.snooze()
+                        {}
                     });
                     continue;
                 }
