@@ -5,8 +5,8 @@
 //! fails, never skips, without them. `EVENTBUS_DASHBOARD_SCREENSHOT=path.png` keeps a
 //! screenshot of the page.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use eventbus::{Bus, Message, Options, Overflow, Topic};
 use serde_json::{json, Value};
+
+mod support;
+use support::net::{free_port, http};
 
 #[derive(Topic, Debug)]
 #[topic(name = "orders.placed")]
@@ -25,72 +28,6 @@ struct OrderPlaced {
 #[derive(Topic, Debug)]
 #[topic(name = "prices.tick")]
 struct PriceTick(u32);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One HTTP/1.1 exchange: status, head (lower-cased) and body. The body is read as far as
-/// its `Content-Length` says (chromedriver may keep the connection open), else to the end.
-fn http(addr: SocketAddr, raw: &[u8]) -> (u16, String, Vec<u8>) {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    stream.write_all(raw).unwrap();
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let end = loop {
-        if let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end;
-        }
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "no head in {:?}", String::from_utf8_lossy(&response));
-        response.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8(response[..end].to_vec())
-        .unwrap()
-        .to_ascii_lowercase();
-    let status = head[9..12].parse().unwrap();
-    let header = |name: &str| {
-        head.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    let mut body = response[end + 4..].to_vec();
-    if let Some(length) = header("content-length") {
-        let length: usize = length.parse().unwrap();
-        while body.len() < length {
-            let n = stream.read(&mut chunk).unwrap();
-            assert!(n > 0, "the body ended early");
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else {
-        stream.read_to_end(&mut body).unwrap();
-        if header("transfer-encoding") == Some("chunked") {
-            body = unchunk(&body);
-        }
-    }
-    (status, head, body)
-}
-
-fn unchunk(mut chunked: &[u8]) -> Vec<u8> {
-    let mut body = Vec::new();
-    loop {
-        let line = chunked.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size = std::str::from_utf8(&chunked[..line]).unwrap();
-        let size = usize::from_str_radix(size.split(';').next().unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return body;
-        }
-        body.extend_from_slice(&chunked[line + 2..line + 2 + size]);
-        chunked = &chunked[line + 2 + size + 2..];
-    }
-}
 
 fn request(method: &str, addr: SocketAddr, path: &str, body: Option<&Value>) -> (u16, Value) {
     let body = body.map(Value::to_string).unwrap_or_default();

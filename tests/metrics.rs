@@ -1,38 +1,24 @@
 //! Feature `metrics`: the bus's counters reach a real Prometheus exporter, scraped over HTTP
 //! as Prometheus would.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use eventbus::{Bus, Message, Options, Overflow, Topic};
 use metrics_exporter_prometheus::PrometheusBuilder;
 
+mod support;
+use support::net::{free_port, get};
+
 #[derive(Topic)]
 #[topic(name = "orders.placed")]
 struct OrderPlaced(u32);
 
-/// A port no one listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `GET /metrics`, with a plain HTTP/1.1 request.
+/// `GET /metrics`, as Prometheus scrapes it.
 fn scrape(addr: SocketAddr) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    Ok(response)
+    let (status, body) = get(addr, "/metrics")?;
+    assert_eq!(status, 200, "{body}");
+    Ok(body)
 }
 
 /// The value of the series `name{labels}` (labels as the exporter writes them), if present.

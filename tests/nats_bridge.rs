@@ -3,7 +3,6 @@
 //! end. A missing `nats-server` binary fails the tests (`apt-get install -y nats-server`).
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -13,6 +12,9 @@ use eventbus::nats::{Bridge, Error};
 use eventbus::{Bus, Message, Options, Topic, TryPublishError};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+
+mod support;
+use support::net::free_port;
 
 /// How long a test waits for something that must happen before calling it a failure. Never
 /// a synchronisation: every wait ends as soon as its event happens.
@@ -111,14 +113,6 @@ impl Drop for Server {
 }
 
 static NEXT_STORE: AtomicU64 = AtomicU64::new(0);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A bus whose async subscribers run on the current runtime.
 fn bus() -> Bus {

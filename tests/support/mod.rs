@@ -1,6 +1,8 @@
 //! Exact synchronisation for the tests: a handler that stops until the test lets it go, and
-//! a recorder of what each subscriber saw.
+//! a recorder of what each subscriber saw; and in `net`, a free port and an HTTP exchange.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod net;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
