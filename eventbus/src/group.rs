@@ -17,84 +17,50 @@
 //! group's delivery (retiring every member, and the members for stats), and a shared-mailbox
 //! worker's delivery.
 
-use std::any::{Any, TypeId};
+use std::any::Any;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::handler::Failure;
+use crate::message_fn::MessageFn;
 use crate::subscriber::{Members, Retire, SubscriptionCore};
-use crate::unwind::drop_quietly;
 use crate::Message;
 
 /// A group's handler, shared by its workers.
 pub(crate) type SharedRun<T> = Arc<dyn Fn(&Message<T>) -> Result<(), Failure> + Send + Sync>;
 
 /// A group's key function, without its topic's type (which it checks), as a hash.
-#[derive(Clone)]
-pub(crate) struct Key {
-    topic: TypeId,
-    topic_name: &'static str,
-    hash: Arc<Hashing>,
-}
-
-/// A key function and the hash of its result, over a message whose type it checks.
-type Hashing = dyn Fn(&dyn Any) -> u64 + Send + Sync;
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Key(MessageFn<u64>);
 
 impl Key {
     pub(crate) fn new<T: 'static, K: Hash>(key: impl Fn(&T) -> K + Send + Sync + 'static) -> Self {
-        Key {
-            topic: TypeId::of::<T>(),
-            topic_name: std::any::type_name::<T>(),
-            hash: Arc::new(move |message: &dyn Any| {
-                // A key is only ever asked about its own topic (checked at subscribe).
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                if let Some(message) = message.downcast_ref::<T>() {
-                    key(message).hash(&mut hasher);
-                }
-                hasher.finish()
-            }),
-        }
+        Key(MessageFn::new(move |message: &T| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            key(message).hash(&mut hasher);
+            hasher.finish()
+        }))
     }
 
     /// Whether it was written for topic `T`; else the type it was written for.
     pub(crate) fn check<T: 'static>(&self) -> Result<(), &'static str> {
-        if self.topic == TypeId::of::<T>() {
-            Ok(())
-        } else {
-            Err(self.topic_name)
-        }
+        self.0.check::<T>()
     }
 
     /// The lane (of `of`) the message's key picks; `None` if the key function panicked. The
     /// same key always picks the same lane (the hasher's keys are fixed).
     #[inline]
     pub(crate) fn lane(&self, message: &dyn Any, of: usize) -> Option<usize> {
-        match catch_unwind(AssertUnwindSafe(|| (self.hash)(message))) {
-            Ok(hash) => Some((hash % of as u64) as usize),
-            Err(panic) => {
-                drop_quietly(panic);
-                None
-            }
-        }
+        self.0.call(message).map(|hash| (hash % of as u64) as usize)
     }
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Key(&{})", self.topic_name)
+        self.0.show("Key", f)
     }
 }
-
-/// Two keys are the same when they are the same function (clones of one `Options`).
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.hash, &other.hash)
-    }
-}
-
-impl Eq for Key {}
 
 /// A group's delivery: its workers' cores, and the shared mailbox's core for a group without
 /// a key. Retiring it retires every mailbox of the group.

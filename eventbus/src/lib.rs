@@ -541,6 +541,7 @@ mod filter;
 mod group;
 mod handler;
 mod message;
+mod message_fn;
 mod observe;
 mod observer;
 mod options;

@@ -9,9 +9,10 @@
 //!
 //! The ring holds `(published at, Message<T>)`, one shared reference per message, in
 //! `retain` rounded up to a power of two slots (`slots.rs`): seq `s` in slot `s % slots`.
-//! Publishers append under the
-//! topic's order lock, so one at a time, and under the ring lock; each append trims the front
-//! to `retain` messages and, with `retain_for`, drops what is older, but never past a `Block`
+//! Publishers append under the topic's order lock, so one at a time, and under the ring
+//! lock; each append trims the front to `retain` messages (taking seq `s - retain` out of
+//! its slot before it puts `s` in its own, which is the same slot when `retain` is a power
+//! of two) and, with `retain_for`, drops what is older, but never past a `Block`
 //! subscription's position. A worker takes references out (a batch for `Block`, one at a
 //! time for `DropOldest`, so a stalled `DropOldest` subscription holds nothing beyond the log
 //! but the message in its handler), and after each message is finished moves its position
@@ -398,8 +399,10 @@ impl<T: Send + Sync + 'static> Log<T> {
             // turns, and a sleep costs the publisher and the worker that wakes it a system
             // call each.
             if !snooze.is_over() {
-                MutexGuard::unlocked(ring, || {
-                    while behind.position.load(SeqCst) < wake_at && snooze.snooze() {}
+                waits.waiting_on(&behind.node, || {
+                    MutexGuard::unlocked(ring, || {
+                        while behind.position.load(SeqCst) < wake_at && snooze.snooze() {}
+                    });
                 });
                 continue;
             }
@@ -995,6 +998,8 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 // A worker that caught up snoozes before it sleeps, watching the tail with the
                 // ring lock let go: a sleeping worker must be woken by the next append, and
                 // waking many is the one part of an append that grows with the subscribers.
+                // A turn is spent only while the tail has not moved; `ready` holds once it has
+                // (for an open cursor), so this loop ends.
                 if !snooze.is_over() {
                     let read = self.cursor.read.load(Relaxed);
                     let cursor = &self.cursor;

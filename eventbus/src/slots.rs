@@ -40,9 +40,9 @@ unsafe impl<E: Send + Sync> Sync for Slots<E> {}
 
 impl<E> Slots<E> {
     /// Room for `capacity` entries (at least one), rounded up to a power of two: seqs `s`
-    /// and `s + capacity` have slots of their own, so a log puts the newest in its slot and
-    /// takes the one it trims out of another. Only the table of groups is allocated yet (one
-    /// entry per million slots).
+    /// and `s + capacity` share a slot only when `capacity` is a power of two, so a log takes
+    /// the message it trims out of its slot before it puts the newest in its own. Only the
+    /// table of groups is allocated yet (one entry per million slots).
     pub(crate) fn new(capacity: usize) -> Self {
         let slots = capacity.max(1).next_power_of_two();
         Slots {
@@ -123,7 +123,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slot_holds_its_seq_and_the_seqs_a_capacity_apart() {
+    fn a_slot_holds_its_seq_and_the_seqs_a_power_of_two_apart() {
         let slots = Slots::new(3);
         assert_eq!(slots.len(), 4, "rounded up to a power of two");
         // SAFETY: one thread.
