@@ -523,8 +523,9 @@ impl<T: Send + Sync + 'static> Log<T> {
         }
         // SAFETY: under the ring lock, which every write takes.
         if let Some((_, message)) = unsafe { self.slots.get(lent) } {
-            // The worker may have finished with it, and the slot moved on: then nothing is
-            // needed, and keeping another message is harmless (let go of with the worker's).
+            // It does: until now the worker was protected, so the slot of the handle it
+            // holds was not written. Checked all the same, since keeping the wrong message
+            // would leave the one lent unkept.
             if message.seq() == lent {
                 ring.held.push((cursor.node.id, message.clone()));
             }
