@@ -337,8 +337,11 @@ impl<T: Send + Sync + 'static> Log<T> {
         if self.task_readers.load(Relaxed) > 0 {
             self.arrived_tasks.notify_now();
         }
-        // User code (the payloads' `Drop`), run with the ring lock let go.
-        drop(lapped);
+        // User code (the payloads' `Drop`), run with the ring lock let go. The trimmed
+        // message is usually the ring's alone: its block comes straight back to the pool.
+        if let Some((_, lapped)) = lapped {
+            pool.take_back(lapped.into_shared());
+        }
         drop(before);
         drop(trimmed);
         Ok(shared)

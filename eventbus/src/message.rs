@@ -85,6 +85,11 @@ impl<T> Message<T> {
         &self.shared.payload
     }
 
+    /// The counted reference this message is.
+    pub(crate) fn into_shared(self) -> Shared<Envelope<T>> {
+        self.shared
+    }
+
     /// Another handle on the message that is not counted: never dropped, so it lets go of
     /// nothing (see `Shared::alias`).
     ///

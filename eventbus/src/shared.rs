@@ -171,6 +171,50 @@ impl<T> Pool<T> {
         }
     }
 
+    /// Lets go of `reference`, as dropping it would (and, as for a drop, no alias of it may
+    /// outlive this: see [`Shared::alias`]). When it is the last one, the block
+    /// comes straight back to this pool's own list: no read-modify-write of the count and no
+    /// push, either of which would wait on a line other threads have read (a log's trim lets
+    /// go of the oldest message this way, on its publisher's thread).
+    #[inline]
+    pub(crate) fn take_back(&mut self, reference: Shared<T>) {
+        let counted = reference.counted;
+        std::mem::forget(reference);
+        // SAFETY: `reference` was counted, so the block is still there.
+        let refs = unsafe { &counted.as_ref().refs };
+        // Acquire: as the last release's fence, every other reference's uses happened before
+        // (each let go with a release read-modify-write). A count of one is this reference
+        // alone: a new one is only ever made from one already held (`Shared::clone`, a
+        // `References` not yet handed out, which counts itself), or through an alias, whose
+        // contract is that a counted reference keeps the value meanwhile, so that it cannot
+        // be this one: none can appear while this runs.
+        if refs.load(Acquire) != 1 {
+            // SAFETY: this is the reference's one release.
+            return unsafe { release(counted, 1) };
+        }
+        let block = counted.as_ptr();
+        if std::mem::needs_drop::<T>() {
+            // SAFETY: the only reference was this one, now forgotten: this thread has the
+            // block to itself, and the value is taken out once. A panic in its `Drop` is
+            // caught here.
+            let value = unsafe { ManuallyDrop::take(&mut (*block).value) };
+            crate::unwind::drop_quietly(value);
+        }
+        // SAFETY: as above.
+        let ours = unsafe { &(*block).spares }
+            .as_ref()
+            .is_some_and(|spares| Arc::ptr_eq(spares, &self.spares));
+        if ours {
+            // SAFETY: as above; on `ready` the block is this pool's alone.
+            unsafe { (*block).below = self.ready };
+            self.ready = block;
+        } else {
+            // SAFETY: as above: another pool's block goes back as a release would send it
+            // (or is freed); a block made beyond the limit is freed.
+            unsafe { recycle(counted) };
+        }
+    }
+
     #[inline(always)]
     fn spare(&mut self) -> Option<NonNull<Counted<T>>> {
         if self.ready.is_null() {
@@ -266,7 +310,20 @@ unsafe fn release<T>(counted: NonNull<Counted<T>>, n: usize) {
         let value = unsafe { ManuallyDrop::take(&mut (*block).value) };
         crate::unwind::drop_quietly(value);
     }
-    // SAFETY: as above; the block is still allocated, and this thread owns it.
+    // SAFETY: as above.
+    unsafe { recycle(counted) };
+}
+
+/// Puts a block whose value was dropped back on its pool's stack, or frees it (a block made
+/// beyond its pool's limit, or whose pool is gone).
+///
+/// # Safety
+///
+/// The caller owns the block (no reference to it is left) and its value was dropped; the
+/// caller does not use it after.
+unsafe fn recycle<T>(counted: NonNull<Counted<T>>) {
+    let block = counted.as_ptr();
+    // SAFETY: the caller's promise: the block is still allocated, and this thread owns it.
     if let Some(spares) = unsafe { &(*block).spares } {
         // SAFETY: as above; after a push the block is not touched again.
         if unsafe { spares.put_back(counted) } {
@@ -466,6 +523,116 @@ mod tests {
         drop(second);
         drop(pool);
         assert_eq!(drops.load(SeqCst), 2);
+    }
+
+    #[test]
+    fn last_references_taken_back_put_their_blocks_on_the_pools_own_list() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let first = pool.shared(Tally(Arc::clone(&drops), 1), 1).next().unwrap();
+        let second = pool.shared(Tally(Arc::clone(&drops), 2), 1).next().unwrap();
+        let at = [address(&first), address(&second)];
+        pool.take_back(first);
+        pool.take_back(second);
+        assert_eq!(
+            drops.load(SeqCst),
+            2,
+            "the values are dropped when taken back"
+        );
+        assert!(
+            pool.spares.top.load(SeqCst).is_null(),
+            "not pushed on the shared stack"
+        );
+        assert_eq!(pool.spares(), 2, "both blocks are on the pool's list");
+        let next: Vec<_> = (3..5)
+            .map(|i| pool.shared(Tally(Arc::clone(&drops), i), 1).next().unwrap())
+            .collect();
+        let mut reused = [address(&next[0]), address(&next[1])];
+        reused.sort_unstable();
+        let mut at = at;
+        at.sort_unstable();
+        assert_eq!(reused, at, "the blocks taken back were not both reused");
+        assert_eq!((next[0].1, next[1].1), (3, 4));
+        drop(next);
+        drop(pool);
+        assert_eq!(drops.load(SeqCst), 4);
+    }
+
+    #[test]
+    fn another_pools_block_taken_back_goes_to_that_pool() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (mut mine, mut theirs) = (Pool::new(), Pool::new());
+        let theirs_block = theirs
+            .shared(Tally(Arc::clone(&drops), 1), 1)
+            .next()
+            .unwrap();
+        let at = address(&theirs_block);
+        mine.take_back(theirs_block);
+        assert_eq!(drops.load(SeqCst), 1);
+        assert_eq!(mine.spares(), 0, "taken into a pool it is not from");
+        assert_eq!(theirs.spares(), 1);
+        let next = theirs
+            .shared(Tally(Arc::clone(&drops), 2), 1)
+            .next()
+            .unwrap();
+        assert_eq!(address(&next), at);
+    }
+
+    #[test]
+    fn a_panic_in_the_values_drop_stops_in_take_back_and_the_block_is_reused() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let brittle = pool.shared(Brittle(Arc::clone(&drops)), 1).next().unwrap();
+        let at = address(&brittle);
+        pool.take_back(brittle);
+        assert_eq!(drops.load(SeqCst), 1);
+        let next = pool.shared(Brittle(Arc::clone(&drops)), 1).next().unwrap();
+        assert_eq!(address(&next), at);
+        drop(next);
+        assert_eq!(drops.load(SeqCst), 2);
+    }
+
+    #[test]
+    fn take_back_racing_a_drop_on_another_thread_drops_the_value_once() {
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        for i in 0..rounds {
+            let mut references = pool.shared(Tally(Arc::clone(&drops), i), 2);
+            let (kept, sent) = (references.next().unwrap(), references.next().unwrap());
+            drop(references);
+            std::thread::scope(|scope| {
+                scope.spawn(move || drop(sent));
+                pool.take_back(kept);
+            });
+            assert_eq!(drops.load(SeqCst), i as usize + 1, "round {i}");
+        }
+        assert!(pool.spares() <= pool.limit());
+    }
+
+    #[test]
+    fn a_reference_taken_back_while_others_hold_one_only_lets_go() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let mut references = pool.shared(Tally(Arc::clone(&drops), 5), 2);
+        let (first, second) = (references.next().unwrap(), references.next().unwrap());
+        pool.take_back(first);
+        assert_eq!(drops.load(SeqCst), 0, "the other reference still holds it");
+        assert_eq!(second.1, 5);
+        assert_eq!(pool.spares(), 0);
+        drop(second);
+        assert_eq!(drops.load(SeqCst), 1);
+        assert_eq!(pool.spares(), 1, "the last drop sent the block back");
+    }
+
+    #[test]
+    fn a_block_of_no_pool_taken_back_is_freed() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let unpooled = shared(Tally(Arc::clone(&drops), 3), 1).next().unwrap();
+        pool.take_back(unpooled);
+        assert_eq!(drops.load(SeqCst), 1);
+        assert_eq!(pool.spares(), 0);
     }
 
     #[test]
