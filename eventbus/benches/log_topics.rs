@@ -8,8 +8,8 @@
 //!    within 1.5 × the `bus` crate at 4 and 16 subscribers with 1 publisher, within 2 × with
 //!    4 publishers (the `bus` crate has one writer, so its 4 publishers share it under a lock).
 //! 2. **The publisher's own cost**: the publishing thread's CPU time per publish (from
-//!    `/proc/thread-self/schedstat`, so time spent waiting for room is not counted), by
-//!    number of subscribers. Target: 1, 4, 16 and 64 subscribers within 1.5 × of each other.
+//!    `/proc/thread-self/schedstat`, so time asleep waiting for room is not counted; the few
+//!    spins and yields before it sleeps are), by number of subscribers. Target: 1, 4, 16 and 64 subscribers within 1.5 × of each other.
 //! 3. **Replay.** A subscriber joining a log of 10⁶ retained messages with `Start::Earliest`
 //!    catches up at ≥ the live rate (ns per delivery of the 1 → 1 live run, same round).
 //!
