@@ -499,7 +499,7 @@ fn scenario<const N: usize>(
     }
     if let Some(eventbus) = medians.iter().find(|(c, _)| *c == Eventbus).map(|m| m.1) {
         let mut targets = format!(
-            "  target: eventbus ≤ 1.2 × baseline: {:.2}x",
+            "  target: eventbus ≤ 1.1 × baseline (issue 16): {:.2}x",
             eventbus / baseline
         );
         if let (Some(bus), true) = (bus_crate, shape.subscribers >= 4) {
