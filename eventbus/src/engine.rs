@@ -26,7 +26,6 @@ use crate::mailbox::{mailbox, shared_mailbox};
 use crate::message::AnyMessage;
 use crate::observe;
 use crate::observer::{Inlet, Pattern, Turn};
-use crate::quiet;
 use crate::state::States;
 use crate::stats::{BusStats, CloseReport, SubscriptionStats, TopicStats};
 use crate::subscriber::{Consumer, SubscriptionCore};
@@ -48,9 +47,6 @@ pub(crate) struct Engine {
     pub(crate) states: States,
     /// A topic, once made, stays.
     topics: Arc<Directory>,
-    /// The mailbox topics' numbering and counts, by topic type index: a publish no one hears
-    /// needs no more (`quiet.rs`).
-    quiet: quiet::Table,
     /// Subscriptions not unsubscribed, in the order they started.
     subscriptions: Mutex<Vec<Entry>>,
     /// Observers not unsubscribed, in the order they were added; held while a topic is
@@ -123,7 +119,6 @@ impl Engine {
             dead_letters,
             states,
             topics,
-            quiet: quiet::Table::new(),
             subscriptions: Mutex::new(Vec::new()),
             observers: Mutex::new(Vec::new()),
             announced: AtomicBool::new(false),
@@ -134,19 +129,8 @@ impl Engine {
     }
 
     /// Publishes `payload` to its topic, waiting as `wait` allows; its seq.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn publish<T: Topic>(&self, payload: T, wait: Wait) -> Result<u64, (T, Refused)> {
-        // A topic no one hears, found by its type's index: a number, and nothing else. Inline
-        // into the caller; the rest is out of line.
-        if let Some(seq) = self.quiet.number_unheard(T::__index(), &self.lifecycle) {
-            return Ok(seq);
-        }
-        self.publish_heard(payload, wait)
-    }
-
-    /// [`publish`](Self::publish), every case but the one above.
-    #[inline(never)]
-    fn publish_heard<T: Topic>(&self, payload: T, wait: Wait) -> Result<u64, (T, Refused)> {
         self.with_topic::<T, _>(|topic| {
             // No subscribers, the bus open and the order lock free: nothing to hand out and
             // nothing for a close to wait for, so nothing is counted or allocated.
@@ -190,17 +174,13 @@ impl Engine {
             return topic;
         }
         let observers = self.observers.lock();
-        let topic = self.topics.get_or_make(TypeId::of::<T>(), || {
+        self.topics.get_or_make(TypeId::of::<T>(), || {
             let topic = TopicState::<T>::new();
             for observer in observers.iter().filter(|o| o.matches(T::name())) {
                 topic.attach(Arc::clone(observer));
             }
             Arc::new(topic)
-        });
-        if let (Some(index), Some(quiet)) = (T::__index(), typed::<T>(&*topic).quiet()) {
-            self.quiet.insert(index, quiet);
-        }
-        topic
+        })
     }
 
     /// Starts an observer of the topics whose names match `pattern` (`observer.rs`): a

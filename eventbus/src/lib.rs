@@ -528,7 +528,6 @@ mod lifecycle;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 mod directory;
-mod quiet;
 mod topic;
 // Workers, and the delivery kinds they take messages from.
 mod log;
@@ -580,7 +579,6 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::handler::Failure;
-    pub use crate::quiet::TopicIndex;
     pub use crate::registry::Registration;
     pub use crate::state::StateKey;
     pub use crate::topic::generic_name;

@@ -19,7 +19,8 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{
-    AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst,
+    AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    Ordering::SeqCst,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -33,7 +34,6 @@ use crate::log::{Log, NoRoom};
 use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::message::Envelope;
 use crate::observer::{self, Entered, Inlet, NoTurn};
-use crate::quiet::{Quiet, TopicIndex};
 use crate::shared::Pool;
 use crate::subscriber::SubscriptionCore;
 use crate::Message;
@@ -103,14 +103,6 @@ pub trait Topic: Send + Sync + 'static {
         write!(f, "<{}>", std::any::type_name::<Self>())
     }
 
-    /// The topic type's index in each bus's table of topics no one hears (`quiet.rs`):
-    /// `#[derive(Topic)]` gives one to a type without generic parameters. `None`: publishes
-    /// with no subscriber find the topic the usual way. Not for direct use.
-    #[doc(hidden)]
-    fn __index() -> Option<&'static TopicIndex> {
-        None
-    }
-
     /// The value as something `AnyMessage::to_json` can write: `#[derive(Topic)]` gives it
     /// when the type implements `serde::Serialize` (and feature `serde` is on). Not for
     /// direct use.
@@ -152,11 +144,12 @@ pub(crate) struct TopicState<T> {
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
     version: AtomicU64,
-    /// The topic's numbering and the length of `subscribers` and `observers` (written under
-    /// `edit`), shared with the bus's table for publishes no one hears (`quiet.rs`). A log
-    /// topic numbers under its order lock with a plain load and store; a mailbox topic with
-    /// a `fetch_add` (see `quiet.rs`).
-    quiet: Arc<Quiet>,
+    /// The next message's number: written only under the order lock (a plain load and
+    /// store; a read-modify-write costs a publish ~5 ns), read without it for stats.
+    next_seq: AtomicU64,
+    /// The length of `subscribers` and `observers`, readable without loading the lists;
+    /// written under `edit`.
+    count: AtomicUsize,
     /// Serialises changes to the subscriber list (never held by a publish).
     edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
@@ -167,6 +160,12 @@ pub(crate) struct TopicState<T> {
     /// `publish_async` calls wait here for the topic's turn.
     #[cfg(feature = "tokio")]
     turn: crate::wake::Wake,
+    /// Set once a publish found the topic had never had a subscriber, and said so (`tracing`).
+    #[cfg(feature = "tracing")]
+    warned: std::sync::atomic::AtomicBool,
+    /// Set by the first subscribe.
+    #[cfg(feature = "tracing")]
+    heard: std::sync::atomic::AtomicBool,
 }
 
 /// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
@@ -294,25 +293,27 @@ impl<T: Topic> TopicState<T> {
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
             observers: ArcSwap::from_pointee(Vec::new()),
-            quiet: Arc::new(Quiet::new(T::name())),
+            next_seq: AtomicU64::new(0),
+            count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
             log: T::retention().map(|retention| Arc::new(Log::new(T::name(), retention))),
             #[cfg(feature = "tokio")]
             turn: crate::wake::Wake::default(),
+            #[cfg(feature = "tracing")]
+            warned: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "tracing")]
+            heard: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// A publish found no subscriber: if the topic never had one, says so once.
     #[inline]
     fn unheard(&self) {
-        self.quiet.unheard();
-    }
-
-    /// The topic's numbering and count, for the bus's table (`quiet.rs`); `None` for a log
-    /// topic, which keeps what is published for subscriptions to come.
-    pub(crate) fn quiet(&self) -> Option<&Arc<Quiet>> {
-        self.log.is_none().then_some(&self.quiet)
+        #[cfg(feature = "tracing")]
+        if !self.heard.load(Relaxed) && !self.warned.swap(true, Relaxed) {
+            crate::observe::unheard(self.name);
+        }
     }
 
     /// The order lock and its waits, for the topic's mailboxes (see `mailbox.rs`).
@@ -330,7 +331,7 @@ impl<T: Topic> TopicState<T> {
 
     /// How many subscribers a publish can expect to hand its message to.
     pub(crate) fn subscriber_count(&self) -> usize {
-        self.quiet.count.load(SeqCst)
+        self.count.load(SeqCst)
     }
 
     /// Numbers a message for a topic that has no subscribers, if the order lock is free and
@@ -348,7 +349,8 @@ impl<T: Topic> TopicState<T> {
         if self.subscriber_count() != 0 || !lifecycle.is_open() {
             return None;
         }
-        let seq = self.quiet.number();
+        let seq = self.next_seq.load(Relaxed);
+        self.next_seq.store(seq + 1, Relaxed);
         self.unheard();
         Some(seq)
     }
@@ -533,7 +535,7 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
         entered: impl IntoIterator<Item = Entered<'a>>,
     ) -> Result<u64, (T, Refused)> {
-        let seq = self.quiet.next_seq.load(Relaxed);
+        let seq = self.next_seq.load(Relaxed);
         let share = !observers.is_empty();
         let appended = self.append(log, pool, payload, wait, lifecycle, publisher, share)?;
         if let Some(message) = appended {
@@ -569,8 +571,8 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
         lifecycle: &Lifecycle,
     ) -> u64 {
-        // A read-modify-write: a publish no one hears numbers without the order lock.
-        let seq = self.quiet.number();
+        let seq = self.next_seq.load(Relaxed);
+        self.next_seq.store(seq + 1, Relaxed);
         if subscribers.is_empty() && observers.is_empty() {
             self.unheard();
             return seq;
@@ -647,7 +649,7 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
         share: bool,
     ) -> Result<Option<Message<T>>, (T, Refused)> {
-        let seq = self.quiet.next_seq.load(Relaxed);
+        let seq = self.next_seq.load(Relaxed);
         let room_by = match wait {
             Wait::Forever => None,
             Wait::Until(deadline) => Some(Some(deadline)),
@@ -666,7 +668,7 @@ impl<T: Topic> TopicState<T> {
         );
         match appended {
             Ok(shared) => {
-                self.quiet.next_seq.store(seq + 1, Relaxed);
+                self.next_seq.store(seq + 1, Relaxed);
                 Ok(shared)
             }
             Err((payload, NoRoom::Full)) => Err((payload, Refused::Full)),
@@ -798,11 +800,11 @@ impl<T: Topic> TopicState<T> {
 
     /// Adds mailboxes in one edit: a publish sees all of them or none (a consumer group's).
     pub(crate) fn add_all(&self, outboxes: Vec<Arc<Outbox<T>>>) {
-        self.quiet.heard();
+        #[cfg(feature = "tracing")]
+        self.heard.store(true, Relaxed);
         let _edit = self.edit.lock();
         let next = self.subscribers.load().with(outboxes);
-        self.quiet
-            .count
+        self.count
             .store(next.len() + self.observers.load().len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
@@ -887,14 +889,12 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn published(&self) -> u64 {
-        self.quiet.next_seq.load(Relaxed)
+        self.next_seq.load(Relaxed)
     }
 
     fn quiet_published(&self) -> Option<u64> {
         let _order = self.order.try_lock()?;
-        // Sequentially consistent: a publish no one hears numbers without the order lock
-        // (see `quiet.rs`).
-        Some(self.quiet.next_seq.load(SeqCst))
+        Some(self.next_seq.load(Relaxed))
     }
 
     fn log_extent(&self) -> Option<(u64, u64)> {
@@ -902,12 +902,12 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn attach(&self, observer: Arc<Inlet>) {
-        self.quiet.heard();
+        #[cfg(feature = "tracing")]
+        self.heard.store(true, Relaxed);
         let _edit = self.edit.lock();
         let mut next = Vec::clone(&self.observers.load());
         next.push(observer);
-        self.quiet
-            .count
+        self.count
             .store(next.len() + self.subscribers.load().len(), SeqCst);
         self.observers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
@@ -928,7 +928,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
             .filter(|inlet| !mailboxes.contains(&inlet.id()))
             .cloned()
             .collect();
-        self.quiet.count.store(next.len() + observers.len(), SeqCst);
+        self.count.store(next.len() + observers.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.observers.store(Arc::new(observers));
         self.version.fetch_add(1, Release);
@@ -939,7 +939,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
             log.clear();
         }
         let _edit = self.edit.lock();
-        self.quiet.count.store(0, SeqCst);
+        self.count.store(0, SeqCst);
         self.subscribers.store(Arc::new(Subscribers::new()));
         self.observers.store(Arc::new(Vec::new()));
         self.version.fetch_add(1, Release);
