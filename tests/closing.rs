@@ -24,6 +24,36 @@ fn publish_after_close_hands_the_message_back() {
     assert_eq!(error.into_inner(), A(5));
 }
 
+/// A close that begins while threads publish to a topic no one hears still ends, refuses
+/// every publish after, and numbered every publish it accepted.
+#[test]
+fn close_ends_while_threads_publish_to_a_topic_no_one_hears() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    for _ in 0..20 {
+        let bus = Bus::builder().build();
+        let accepted = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    while bus.publish(B(0)).is_ok() {
+                        accepted.fetch_add(1, SeqCst);
+                    }
+                });
+            }
+            support::until("some publishes", || accepted.load(SeqCst) > 100);
+            bus.close();
+            assert!(bus.is_closed());
+        });
+        assert_eq!(bus.publish(B(1)), Err(PublishError::Closed(B(1))));
+        let published: u64 = bus.stats().topics.iter().map(|t| t.published).sum();
+        assert_eq!(
+            published,
+            accepted.load(SeqCst),
+            "a publish accepted and not numbered"
+        );
+    }
+}
+
 #[test]
 fn close_delivers_what_was_queued() {
     let bus = Bus::builder().build();
