@@ -193,13 +193,9 @@ impl<T> Pool<T> {
             return unsafe { release(counted, 1) };
         }
         let block = counted.as_ptr();
-        if std::mem::needs_drop::<T>() {
-            // SAFETY: the only reference was this one, now forgotten: this thread has the
-            // block to itself, and the value is taken out once. A panic in its `Drop` is
-            // caught here.
-            let value = unsafe { ManuallyDrop::take(&mut (*block).value) };
-            crate::unwind::drop_quietly(value);
-        }
+        // SAFETY: the only reference was this one, now forgotten: this thread has the block
+        // to itself.
+        unsafe { drop_value(counted) };
         // SAFETY: as above.
         let ours = unsafe { &(*block).spares }
             .as_ref()
@@ -302,16 +298,25 @@ unsafe fn release<T>(counted: NonNull<Counted<T>>, n: usize) {
         return;
     }
     fence(Acquire);
-    let block = counted.as_ptr();
+    // SAFETY (both): the count reached zero, so no reference is left and this thread has the
+    // block to itself.
+    unsafe { drop_value(counted) };
+    unsafe { recycle(counted) };
+}
+
+/// Drops a block's value; a panic in its `Drop` stops here.
+///
+/// # Safety
+///
+/// The caller has the block to itself (no reference to it is left), and its value was not
+/// dropped yet: it is taken out once and never read again (a reused block gets a new one
+/// first).
+unsafe fn drop_value<T>(counted: NonNull<Counted<T>>) {
     if std::mem::needs_drop::<T>() {
-        // SAFETY: the count reached zero, so no reference is left and this thread has the
-        // block to itself; the value is taken out once and never read again (a reused block
-        // gets a new one first). A panic in its `Drop` is caught here.
-        let value = unsafe { ManuallyDrop::take(&mut (*block).value) };
+        // SAFETY: the caller's promise.
+        let value = unsafe { ManuallyDrop::take(&mut (*counted.as_ptr()).value) };
         crate::unwind::drop_quietly(value);
     }
-    // SAFETY: as above.
-    unsafe { recycle(counted) };
 }
 
 /// Puts a block whose value was dropped back on its pool's stack, or frees it (a block made
