@@ -776,11 +776,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
             // known to be there are taken, so that a worker does not pull its line away from
             // the publisher for every message.
             if read >= self.visible {
-                self.visible = self
-                    .log
-                    .tail
-                    .load(Acquire)
-                    .min(self.cursor.end.load(Acquire));
+                self.visible = self.readable_to();
             }
             if read >= self.visible {
                 if skipped {
@@ -885,12 +881,15 @@ impl<T: Send + Sync + 'static> Reader<T> {
 
     /// Whether nothing is left to read now.
     pub(crate) fn is_empty(&self) -> bool {
-        let upto = self
-            .log
+        self.batch.is_empty() && self.cursor.read.load(Relaxed) >= self.readable_to()
+    }
+
+    /// Where this reader's messages end now: the log's end, or where it was retired.
+    fn readable_to(&self) -> u64 {
+        self.log
             .tail
             .load(Acquire)
-            .min(self.cursor.end.load(Acquire));
-        self.batch.is_empty() && self.cursor.read.load(Relaxed) >= upto
+            .min(self.cursor.end.load(Acquire))
     }
 
     /// Moves the position on to `seq`: everything before it is finished.
@@ -981,10 +980,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// Waits until the log has a message past `read` for this reader, without taking it
     /// (a lending reader's wait); false once retired and read up to the end, or stopped.
     fn wait_for_more(&mut self, read: u64) -> bool {
-        self.wait_until(true, |this| {
-            let tail = this.log.tail.load(Relaxed);
-            read < tail.min(this.cursor.end.load(Acquire))
-        })
+        self.wait_until(true, |this| read < this.readable_to())
     }
 
     /// Waits until `ready`, asked under the ring lock; false if it was not and will not be
@@ -1026,8 +1022,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// Takes references out of the ring into `batch`, counting a lap as dropped; whether it
     /// took any. Under the ring lock.
     fn fill(&mut self) -> bool {
-        let tail = self.log.tail.load(Relaxed);
-        let upto = tail.min(self.cursor.end.load(Acquire));
+        let upto = self.readable_to();
         let oldest = self.log.oldest.load(Relaxed);
         let mut read = self.cursor.read.load(Relaxed);
         let lapped_to = oldest.min(upto);
