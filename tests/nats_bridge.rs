@@ -501,6 +501,16 @@ async fn a_shop_and_a_warehouse_in_two_processes() {
     })
     .await
     .unwrap();
+    // Both sides' output on a failure of either: a shop waiting for replies is explained by
+    // what the warehouse did.
+    let (shop, warehouse) = match (shop, warehouse) {
+        (Ok(shop), Ok(warehouse)) => (shop, warehouse),
+        (shop, warehouse) => panic!(
+            "{}\n{}",
+            shop.unwrap_or_else(|failed| failed),
+            warehouse.unwrap_or_else(|failed| failed)
+        ),
+    };
     for order in 1..=20 {
         assert!(
             shop.contains(&format!("shop: stock reserved for order {order}\n")),
@@ -522,28 +532,28 @@ async fn a_shop_and_a_warehouse_in_two_processes() {
     );
 }
 
-/// The process's stdout once it has exited successfully within the deadline.
-fn wait_with_deadline(mut child: Child, role: &str) -> String {
+/// The process's stdout once it has exited successfully within the deadline; else what
+/// went wrong, with its stdout and stderr (the process is killed past the deadline).
+fn wait_with_deadline(mut child: Child, role: &str) -> Result<String, String> {
     let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let output = child.wait_with_output().unwrap();
             let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
             let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(
-                status.success(),
-                "{role} failed: {status}\n{stdout}\n{stderr}"
-            );
-            return stdout;
+            if !status.success() {
+                return Err(format!("{role} failed: {status}\n{stdout}\n{stderr}"));
+            }
+            return Ok(stdout);
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let output = child.wait_with_output().unwrap();
-            panic!(
+            return Err(format!(
                 "{role} did not finish within {PATIENCE:?}:\n{}\n{}",
                 String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr)
-            );
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
