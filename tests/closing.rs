@@ -54,6 +54,71 @@ fn close_ends_while_threads_publish_to_a_topic_no_one_hears() {
     }
 }
 
+/// A close while threads make topics by publishing to them for the first time, and publish
+/// on to them with no one hearing: each close ends in time, and every publish it accepted was
+/// numbered.
+#[test]
+fn close_ends_while_threads_make_topics_no_one_hears() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+
+    macro_rules! topics {
+        ($($name:ident)*) => {
+            $(
+                #[derive(Topic)]
+                struct $name;
+            )*
+            fn publish_each(bus: &Bus) -> Option<u64> {
+                let mut accepted = 0;
+                $(
+                    if bus.publish($name).is_ok() {
+                        accepted += 1;
+                    } else {
+                        return (accepted > 0).then_some(accepted);
+                    }
+                )*
+                Some(accepted)
+            }
+        };
+    }
+    topics!(T0 T1 T2 T3 T4 T5 T6 T7 T8 T9 T10 T11 T12 T13 T14 T15);
+
+    for round in 0..20 {
+        let bus = Bus::builder().build();
+        let accepted = AtomicU64::new(0);
+        let closed = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    while !closed.load(SeqCst) {
+                        match publish_each(&bus) {
+                            Some(n) => accepted.fetch_add(n, SeqCst),
+                            None => break,
+                        };
+                    }
+                });
+            }
+            // Early in some rounds, while topics are still being made.
+            if round % 2 == 1 {
+                support::until("some publishes", || accepted.load(SeqCst) > 0);
+            }
+            let report = bus.close_timeout(Duration::from_secs(10));
+            closed.store(true, SeqCst);
+            assert!(report.completed, "round {round}: the close did not end");
+        });
+        assert_eq!(
+            publish_each(&bus),
+            None,
+            "round {round}: accepted after the close"
+        );
+        let published: u64 = bus.stats().topics.iter().map(|t| t.published).sum();
+        assert_eq!(
+            published,
+            accepted.load(SeqCst),
+            "round {round}: a publish accepted and not numbered"
+        );
+    }
+}
+
 #[test]
 fn close_delivers_what_was_queued() {
     let bus = Bus::builder().build();

@@ -312,6 +312,61 @@ fn each_instantiation_of_a_generic_topic_numbers_its_own_unheard_messages() {
     bus.close();
 }
 
+/// A subscriber that comes while threads publish to a topic no one has heard yet (numbered
+/// without the order lock) gets every message numbered from its first on: no seq after it is
+/// given to a publish it does not see.
+#[test]
+fn a_subscriber_that_comes_while_an_unheard_topic_is_published_misses_no_seq() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    #[derive(Topic)]
+    struct Unheard(#[allow(dead_code)] u8);
+
+    for _ in 0..10 {
+        let bus = Bus::builder().build();
+        let seen = Seen::new();
+        let stop = AtomicBool::new(false);
+        let returned: Vec<u64> = std::thread::scope(|scope| {
+            let publishers: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut seqs = Vec::new();
+                        while !stop.load(SeqCst) {
+                            seqs.push(bus.publish(Unheard(0)).unwrap());
+                        }
+                        seqs
+                    })
+                })
+                .collect();
+            support::until("publishes no one hears", || {
+                bus.stats().topics.iter().any(|t| t.published > 1000)
+            });
+            let record = seen.clone();
+            bus.subscribe::<Unheard>(Options::default(), move |m: &Message<Unheard>| {
+                record.push(m.seq());
+            });
+            support::until("deliveries", || seen.get().len() > 1000);
+            stop.store(true, SeqCst);
+            publishers
+                .into_iter()
+                .flat_map(|p| p.join().unwrap())
+                .collect()
+        });
+        bus.close();
+        let mut all = returned.clone();
+        all.sort_unstable();
+        let total = all.len() as u64;
+        assert_eq!(all, (0..total).collect::<Vec<_>>(), "each seq given once");
+        let got = seen.get();
+        let first = got[0];
+        assert_eq!(
+            got,
+            (first..total).collect::<Vec<_>>(),
+            "a seq after the subscriber's first was not delivered to it"
+        );
+    }
+}
+
 #[test]
 fn enum_variants_share_one_order() {
     #[derive(Topic, Debug, Clone, PartialEq)]

@@ -434,6 +434,15 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
         return errors;
     }
     let shown = ident.to_string();
+    // One `static` per type: in a generic impl it would be shared by every instantiation.
+    let index = input.generics.params.is_empty().then(|| {
+        quote! {
+            fn __index() -> ::core::option::Option<&'static #krate::__private::TopicIndex> {
+                static INDEX: #krate::__private::TopicIndex = #krate::__private::TopicIndex::new();
+                ::core::option::Option::Some(&INDEX)
+            }
+        }
+    });
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::Topic for #ident #ty_generics #where_clause {
@@ -441,6 +450,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
                 #body
             }
             #retention
+            #index
             fn __debug(
                 value: &Self,
                 f: &mut ::core::fmt::Formatter<'_>,

@@ -135,6 +135,7 @@ impl Bus {
     /// full `Block` mailbox whose worker is waiting, directly or through other handlers'
     /// publishes, for this handler's own subscription: its own full mailbox, or a cycle such
     /// as A → B → A. Waiting there could never end, so nothing is published.
+    #[inline]
     pub fn publish<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
         #[cfg(feature = "tokio")]
         if let Some(flavor) = crate::asynchronous::on_runtime() {

@@ -128,6 +128,12 @@ impl Topics for Directory {
             topic.clear();
         }
     }
+
+    fn close_numbering(&self) {
+        for topic in self.all() {
+            topic.close_numbering();
+        }
+    }
 }
 
 #[derive(Default)]

@@ -11,7 +11,7 @@
 //! the subscription's worker with no lock held.
 
 use std::any::TypeId;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,6 +24,7 @@ use crate::group::{self, SharedRun};
 use crate::lifecycle::{Closed, Lifecycle};
 use crate::mailbox::{mailbox, shared_mailbox};
 use crate::message::AnyMessage;
+use crate::numbering::Numberings;
 use crate::observe;
 use crate::observer::{Inlet, Pattern, Turn};
 use crate::state::States;
@@ -47,6 +48,9 @@ pub(crate) struct Engine {
     pub(crate) states: States,
     /// A topic, once made, stays.
     topics: Arc<Directory>,
+    /// The mailbox topics' numberings, by topic type index: a publish no one has ever heard
+    /// needs no more (`numbering.rs`).
+    numberings: Numberings,
     /// Subscriptions not unsubscribed, in the order they started.
     subscriptions: Mutex<Vec<Entry>>,
     /// Observers not unsubscribed, in the order they were added; held while a topic is
@@ -119,6 +123,7 @@ impl Engine {
             dead_letters,
             states,
             topics,
+            numberings: Numberings::new(),
             subscriptions: Mutex::new(Vec::new()),
             observers: Mutex::new(Vec::new()),
             announced: AtomicBool::new(false),
@@ -129,8 +134,20 @@ impl Engine {
     }
 
     /// Publishes `payload` to its topic, waiting as `wait` allows; its seq.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn publish<T: Topic>(&self, payload: T, wait: Wait) -> Result<u64, (T, Refused)> {
+        // A topic no one has ever heard, found by its type's index: a number, and nothing
+        // else (`numbering.rs`).
+        let is_open = || self.lifecycle.is_open();
+        if let Some(seq) = self.numberings.take_unheard(T::__index(), is_open) {
+            return Ok(seq);
+        }
+        self.publish_heard(payload, wait)
+    }
+
+    /// [`publish`](Self::publish), every case but the one above.
+    #[inline(always)]
+    fn publish_heard<T: Topic>(&self, payload: T, wait: Wait) -> Result<u64, (T, Refused)> {
         self.with_topic::<T, _>(|topic| {
             // No subscribers, the bus open and the order lock free: nothing to hand out and
             // nothing for a close to wait for, so nothing is counted or allocated.
@@ -174,13 +191,26 @@ impl Engine {
             return topic;
         }
         let observers = self.observers.lock();
-        self.topics.get_or_make(TypeId::of::<T>(), || {
+        let topic = self.topics.get_or_make(TypeId::of::<T>(), || {
             let topic = TopicState::<T>::new();
             for observer in observers.iter().filter(|o| o.matches(T::name())) {
                 topic.attach(Arc::clone(observer));
             }
             Arc::new(topic)
-        })
+        });
+        drop(observers);
+        if let (Some(numbering), Some(index)) = (typed::<T>(&*topic).numbering(), T::__index()) {
+            // In the directory now. A closing bus's first drain look fences, then makes every
+            // topic in the directory number under its order lock: either it finds this one,
+            // or this sees the state it fenced after (`numbering.rs`). Before the table, so
+            // that no publish numbers this topic without the lock once a look has passed.
+            fence(SeqCst);
+            if !self.lifecycle.is_open() {
+                numbering.lock();
+            }
+            self.numberings.insert(index, numbering);
+        }
+        topic
     }
 
     /// Starts an observer of the topics whose names match `pattern` (`observer.rs`): a

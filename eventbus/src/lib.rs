@@ -528,6 +528,7 @@ mod lifecycle;
 #[cfg(feature = "tokio")]
 mod asynchronous;
 mod directory;
+mod numbering;
 mod topic;
 // Workers, and the delivery kinds they take messages from.
 mod log;
@@ -579,6 +580,7 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::handler::Failure;
+    pub use crate::numbering::TopicIndex;
     pub use crate::registry::Registration;
     pub use crate::state::StateKey;
     pub use crate::topic::generic_name;

@@ -26,12 +26,22 @@
 //! after it has let go of it, so a message's `Drop` is part of the drain, bounded by a close's
 //! deadline like a handler.
 //!
+//! Looks take turns (`looking`): a look that found an order lock taken must have found a
+//! publish (which pokes once it lets go) or a worker's or `publish_async`'s brief `is_free`
+//! (each pokes after), never another look, or both could fail with no one left to look again.
+//!
 //! Subscribes are counted (they are rare): a subscribe adds itself before it reads the state,
 //! and `begin_close` changes the state before the look reads the count, all sequentially
 //! consistent, so a subscribe is either refused or seen.
 //!
+//! A publish to a topic no one has ever heard numbers without the order lock, while the bus is
+//! open (`numbering.rs`). The first drain look makes every topic number under it before it
+//! reads a number, so a publish that saw the bus open just before the close began is either
+//! counted or refused; a topic made after that look does so itself.
+//!
 //! # Locks
 //!
+//! `looking` is taken by a poke, never while holding `running`, and `running` inside it.
 //! `running` is taken briefly, never while waiting, and never with a topic's order lock
 //! wanted (the drain look takes order locks only with `try_lock`, before it takes `running`);
 //! a waiter may take it inside `changed_lock`, never the reverse.
@@ -39,7 +49,7 @@
 //! written before the lock is taken for the notify, so no wake-up is lost.
 
 use std::sync::atomic::{
-    AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
+    fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,6 +70,9 @@ pub(crate) trait Topics: Send + Sync {
     fn quiet(&self, seen: &mut Vec<u64>) -> bool;
     /// Empties every topic's subscriber list: a closed bus hands nothing out.
     fn clear(&self);
+    /// From now on every topic numbers under its order lock, where a publish sees that the
+    /// bus is closing (see `numbering.rs`).
+    fn close_numbering(&self);
 }
 
 /// How a close ended.
@@ -90,6 +103,9 @@ pub(crate) struct Lifecycle {
     topics: Arc<dyn Topics>,
     /// Every subscription whose worker has not finished (see the module docs).
     running: Mutex<Vec<Arc<SubscriptionCore>>>,
+    /// Held through a drain look (see the module docs); whether a look has made every topic
+    /// number under its order lock.
+    looking: Mutex<bool>,
     /// Where the last drain look found a subscription busy.
     hint: AtomicUsize,
     /// How many of `running` have a worker (not a stream's caller): written under its lock.
@@ -122,6 +138,7 @@ impl Lifecycle {
             stop_rx,
             topics,
             running: Mutex::new(Vec::new()),
+            looking: Mutex::new(false),
             hint: AtomicUsize::new(0),
             workers: AtomicUsize::new(0),
             changed_lock: Mutex::new(()),
@@ -232,12 +249,24 @@ impl Lifecycle {
 
     #[cold]
     fn finish_if_drained(&self) {
-        if self.drained()
+        // One look at a time: a look's `try_lock` on an order lock must fail only because a
+        // publish holds it (and will poke), never because another look does.
+        let mut looking = self.looking.lock();
+        if !*looking {
+            // The first look: from now on every topic numbers under its order lock, before
+            // its number is read. A topic made later sees the state (`Engine::topic` fences
+            // the same way; see `numbering.rs`).
+            fence(SeqCst);
+            self.topics.close_numbering();
+            *looking = true;
+        }
+        let closed = self.drained()
             && self
                 .state
                 .compare_exchange(DRAINING, CLOSED, SeqCst, SeqCst)
-                .is_ok()
-        {
+                .is_ok();
+        drop(looking);
+        if closed {
             // Nothing is in flight: every mailbox is empty and every worker idle. Retiring
             // the subscriptions lets the workers finish.
             self.retire_all();

@@ -19,8 +19,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{
-    AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-    Ordering::SeqCst,
+    AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release, Ordering::SeqCst,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -33,6 +32,7 @@ use crate::lifecycle::Lifecycle;
 use crate::log::{Log, NoRoom};
 use crate::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::message::Envelope;
+use crate::numbering::{Numbering, TopicIndex};
 use crate::observer::{self, Entered, Inlet, NoTurn};
 use crate::shared::Pool;
 use crate::subscriber::SubscriptionCore;
@@ -103,6 +103,14 @@ pub trait Topic: Send + Sync + 'static {
         write!(f, "<{}>", std::any::type_name::<Self>())
     }
 
+    /// The topic type's index in each bus's table of numberings (`numbering.rs`):
+    /// `#[derive(Topic)]` gives one to a type without generic parameters. `None`: every
+    /// publish finds the topic the usual way. Not for direct use.
+    #[doc(hidden)]
+    fn __index() -> Option<&'static TopicIndex> {
+        None
+    }
+
     /// The value as something `AnyMessage::to_json` can write: `#[derive(Topic)]` gives it
     /// when the type implements `serde::Serialize` (and feature `serde` is on). Not for
     /// direct use.
@@ -144,9 +152,11 @@ pub(crate) struct TopicState<T> {
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
     version: AtomicU64,
-    /// The next message's number: written only under the order lock (a plain load and
-    /// store; a read-modify-write costs a publish ~5 ns), read without it for stats.
-    next_seq: AtomicU64,
+    /// The next message's number, shared with the bus's table of numberings: while the
+    /// topic has never been heard a publish numbers without the order lock; after, only
+    /// under it, with a plain load and store (a read-modify-write costs a publish ~5 ns).
+    /// See `numbering.rs`.
+    numbering: Arc<Numbering>,
     /// The length of `subscribers` and `observers`, readable without loading the lists;
     /// written under `edit`.
     count: AtomicUsize,
@@ -160,12 +170,6 @@ pub(crate) struct TopicState<T> {
     /// `publish_async` calls wait here for the topic's turn.
     #[cfg(feature = "tokio")]
     turn: crate::wake::Wake,
-    /// Set once a publish found the topic had never had a subscriber, and said so (`tracing`).
-    #[cfg(feature = "tracing")]
-    warned: std::sync::atomic::AtomicBool,
-    /// Set by the first subscribe.
-    #[cfg(feature = "tracing")]
-    heard: std::sync::atomic::AtomicBool,
 }
 
 /// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
@@ -293,27 +297,26 @@ impl<T: Topic> TopicState<T> {
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
             observers: ArcSwap::from_pointee(Vec::new()),
-            next_seq: AtomicU64::new(0),
+            numbering: Arc::new(Numbering::new(T::name(), T::retention().is_some())),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
             log: T::retention().map(|retention| Arc::new(Log::new(T::name(), retention))),
             #[cfg(feature = "tokio")]
             turn: crate::wake::Wake::default(),
-            #[cfg(feature = "tracing")]
-            warned: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "tracing")]
-            heard: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// A publish found no subscriber: if the topic never had one, says so once.
     #[inline]
     fn unheard(&self) {
-        #[cfg(feature = "tracing")]
-        if !self.heard.load(Relaxed) && !self.warned.swap(true, Relaxed) {
-            crate::observe::unheard(self.name);
-        }
+        self.numbering.unheard();
+    }
+
+    /// The topic's numbering, for the bus's table (`numbering.rs`); `None` for a log topic,
+    /// which numbers only under its order lock.
+    pub(crate) fn numbering(&self) -> Option<&Arc<Numbering>> {
+        self.log.is_none().then_some(&self.numbering)
     }
 
     /// The order lock and its waits, for the topic's mailboxes (see `mailbox.rs`).
@@ -349,8 +352,7 @@ impl<T: Topic> TopicState<T> {
         if self.subscriber_count() != 0 || !lifecycle.is_open() {
             return None;
         }
-        let seq = self.next_seq.load(Relaxed);
-        self.next_seq.store(seq + 1, Relaxed);
+        let seq = self.numbering.take();
         self.unheard();
         Some(seq)
     }
@@ -535,7 +537,7 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
         entered: impl IntoIterator<Item = Entered<'a>>,
     ) -> Result<u64, (T, Refused)> {
-        let seq = self.next_seq.load(Relaxed);
+        let seq = self.numbering.next();
         let share = !observers.is_empty();
         let appended = self.append(log, pool, payload, wait, lifecycle, publisher, share)?;
         if let Some(message) = appended {
@@ -571,8 +573,7 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
         lifecycle: &Lifecycle,
     ) -> u64 {
-        let seq = self.next_seq.load(Relaxed);
-        self.next_seq.store(seq + 1, Relaxed);
+        let seq = self.numbering.take();
         if subscribers.is_empty() && observers.is_empty() {
             self.unheard();
             return seq;
@@ -649,7 +650,7 @@ impl<T: Topic> TopicState<T> {
         publisher: Option<&Arc<SubscriptionCore>>,
         share: bool,
     ) -> Result<Option<Message<T>>, (T, Refused)> {
-        let seq = self.next_seq.load(Relaxed);
+        let seq = self.numbering.next();
         let room_by = match wait {
             Wait::Forever => None,
             Wait::Until(deadline) => Some(Some(deadline)),
@@ -668,7 +669,8 @@ impl<T: Topic> TopicState<T> {
         );
         match appended {
             Ok(shared) => {
-                self.next_seq.store(seq + 1, Relaxed);
+                let taken = self.numbering.take();
+                debug_assert_eq!(taken, seq, "numbered under the order lock only");
                 Ok(shared)
             }
             Err((payload, NoRoom::Full)) => Err((payload, Refused::Full)),
@@ -800,8 +802,9 @@ impl<T: Topic> TopicState<T> {
 
     /// Adds mailboxes in one edit: a publish sees all of them or none (a consumer group's).
     pub(crate) fn add_all(&self, outboxes: Vec<Arc<Outbox<T>>>) {
-        #[cfg(feature = "tracing")]
-        self.heard.store(true, Relaxed);
+        // Before the mailboxes are on the list: from here on, every message is numbered
+        // under the order lock, where the list is read (see `numbering.rs`).
+        self.numbering.heard();
         let _edit = self.edit.lock();
         let next = self.subscribers.load().with(outboxes);
         self.count
@@ -855,6 +858,9 @@ pub(crate) trait AnyTopic: Send + Sync {
     /// How many messages were numbered, if no publish holds the order lock now. Taking the
     /// lock is what tells a closing bus that no publish is under way (see `lifecycle.rs`).
     fn quiet_published(&self) -> Option<u64>;
+    /// From now on the topic numbers only under its order lock: the bus is closing (see
+    /// `numbering.rs`).
+    fn close_numbering(&self);
     /// For a log topic: how many messages it keeps, and the oldest one's seq.
     fn log_extent(&self) -> Option<(u64, u64)>;
     /// Puts an observer on the topic's list: publishes that take the list after this offer
@@ -889,12 +895,16 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn published(&self) -> u64 {
-        self.next_seq.load(Relaxed)
+        self.numbering.next()
     }
 
     fn quiet_published(&self) -> Option<u64> {
         let _order = self.order.try_lock()?;
-        Some(self.next_seq.load(Relaxed))
+        Some(self.numbering.next())
+    }
+
+    fn close_numbering(&self) {
+        self.numbering.lock();
     }
 
     fn log_extent(&self) -> Option<(u64, u64)> {
@@ -902,8 +912,8 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     }
 
     fn attach(&self, observer: Arc<Inlet>) {
-        #[cfg(feature = "tracing")]
-        self.heard.store(true, Relaxed);
+        // Before the observer is on the list, as in `add_all`.
+        self.numbering.heard();
         let _edit = self.edit.lock();
         let mut next = Vec::clone(&self.observers.load());
         next.push(observer);
