@@ -9,6 +9,10 @@
 //! - `EVENTBUS_BENCH_QUICK=1`: only the baseline and eventbus, for quick comparisons.
 //! - `EVENTBUS_BENCH_ONLY` (text): only the measurements whose title contains it, such as
 //!   `topics`, `16 subscriber`, `no subscribers`, `latency`, `memory` or `scale`.
+//! - `EVENTBUS_BENCH_PIN=apart`: in the throughput scenarios, every publisher thread on the
+//!   first core and every subscriber thread (eventbus's workers too) on the last;
+//!   `EVENTBUS_BENCH_PIN=together`: all of them on the first core. The scheduler otherwise
+//!   moves 1 → 1's two threads between these placements, whose times can differ by 2-3×.
 //!
 //! Figures from a shared machine are noisy: read the ratios, not the absolute numbers.
 
@@ -95,6 +99,43 @@ struct Shape {
     messages: u64,
 }
 
+/// Where `EVENTBUS_BENCH_PIN` puts threads: the publishers' core and the subscribers'.
+fn pinned_cores() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
+    static CORES: std::sync::OnceLock<Option<(core_affinity::CoreId, core_affinity::CoreId)>> =
+        std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        let placement = std::env::var("EVENTBUS_BENCH_PIN").ok()?;
+        let cores = core_affinity::get_core_ids().filter(|c| c.len() >= 2);
+        let cores = cores.expect("EVENTBUS_BENCH_PIN needs two cores it can pin threads to");
+        match placement.as_str() {
+            "apart" => Some((cores[0], cores[cores.len() - 1])),
+            "together" => Some((cores[0], cores[0])),
+            "" => None,
+            other => panic!("EVENTBUS_BENCH_PIN is `apart` or `together`, not `{other}`"),
+        }
+    })
+}
+
+/// Pins the calling thread to the publishers' core, when asked to.
+fn pin_publisher() {
+    if let Some((core, _)) = pinned_cores() {
+        assert!(
+            core_affinity::set_for_current(core),
+            "could not pin a publisher"
+        );
+    }
+}
+
+/// Pins the calling thread to the subscribers' core, when asked to.
+fn pin_subscriber() {
+    if let Some((_, core)) = pinned_cores() {
+        assert!(
+            core_affinity::set_for_current(core),
+            "could not pin a subscriber"
+        );
+    }
+}
+
 /// Waits until `count` subscribers said they are done.
 fn wait_done(done: &Receiver<u64>, count: usize) -> u64 {
     (0..count).map(|_| done.recv().unwrap()).sum()
@@ -121,6 +162,10 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
             bus.subscribe::<Msg<T, N>>(
                 Options::default().capacity(CAP),
                 move |m: &Message<Msg<T, N>>| {
+                    if got == 0 {
+                        // The worker is the bus's own thread: pinned from inside, once.
+                        pin_subscriber();
+                    }
                     std::hint::black_box(&m.bytes);
                     got += 1;
                     if got == msgs {
@@ -142,6 +187,7 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
         for p in 0..shape.publishers {
             let bus = &bus;
             scope.spawn(move || {
+                pin_publisher();
                 if shape.topics > 1 {
                     // One publisher per topic.
                     let count = shape.messages;
@@ -202,6 +248,7 @@ trait Fanout<T>: Send + Sync {
 
 /// A subscriber thread's loop: takes `messages` messages, then says so on `done`.
 fn consume<M>(received: impl IntoIterator<Item = M>, messages: u64, done: &Sender<u64>) {
+    pin_subscriber();
     let mut got = 0;
     for m in received {
         std::hint::black_box(&m);
@@ -335,6 +382,7 @@ fn run_tokio<T: Clone + Send + Sync + 'static>(shape: Shape, make: fn() -> T) ->
                 let done = done_tx.clone();
                 let messages = shape.messages;
                 thread::spawn(move || {
+                    pin_subscriber();
                     let (mut got, mut lost) = (0, 0);
                     loop {
                         match rx.blocking_recv() {
@@ -365,6 +413,7 @@ fn run_tokio<T: Clone + Send + Sync + 'static>(shape: Shape, make: fn() -> T) ->
                 split(shape.messages, shape.publishers, p)
             };
             scope.spawn(move || {
+                pin_publisher();
                 for _ in 0..count {
                     let _ = tx.send(make());
                 }
@@ -413,6 +462,7 @@ fn run_fanout<T: Clone + Send + Sync + 'static>(
                 (&topics[0], split(shape.messages, shape.publishers, p))
             };
             scope.spawn(move || {
+                pin_publisher();
                 for _ in 0..count {
                     topic.send_all(make());
                 }
@@ -873,6 +923,12 @@ fn main() {
         "load average at start: {} (distrust a run that starts above 2)",
         load_average()
     );
+    if let Some((publishers, subscribers)) = pinned_cores() {
+        println!(
+            "threads pinned: publishers on core {}, subscribers on core {}",
+            publishers.id, subscribers.id
+        );
+    }
 
     let only_two = std::env::var_os("EVENTBUS_BENCH_QUICK").is_some();
     let contenders: &[Contender] = if only_two { &ALL[..2] } else { &ALL };
