@@ -105,33 +105,36 @@ fn pinned_cores() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
         std::sync::OnceLock::new();
     *CORES.get_or_init(|| {
         let placement = std::env::var("EVENTBUS_BENCH_PIN").ok()?;
+        let apart = match placement.as_str() {
+            "" => return None,
+            "apart" => true,
+            "together" => false,
+            other => panic!("EVENTBUS_BENCH_PIN is `apart` or `together`, not `{other}`"),
+        };
         let cores = core_affinity::get_core_ids().filter(|c| c.len() >= 2);
         let cores = cores.expect("EVENTBUS_BENCH_PIN needs two cores it can pin threads to");
-        match placement.as_str() {
-            "apart" => Some((cores[0], cores[cores.len() - 1])),
-            "together" => Some((cores[0], cores[0])),
-            "" => None,
-            other => panic!("EVENTBUS_BENCH_PIN is `apart` or `together`, not `{other}`"),
-        }
+        let last = if apart { cores.len() - 1 } else { 0 };
+        Some((cores[0], cores[last]))
     })
 }
 
-/// Pins the calling thread to the publishers' core, when asked to.
-fn pin_publisher() {
-    if let Some((core, _)) = pinned_cores() {
-        assert!(
-            core_affinity::set_for_current(core),
-            "could not pin a publisher"
-        );
-    }
+/// Which side of a topic a thread is on, for `pin`.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Publisher,
+    Subscriber,
 }
 
-/// Pins the calling thread to the subscribers' core, when asked to.
-fn pin_subscriber() {
-    if let Some((_, core)) = pinned_cores() {
+/// Pins the calling thread to its side's core, when `EVENTBUS_BENCH_PIN` asks for it.
+fn pin(side: Side) {
+    if let Some((publishers, subscribers)) = pinned_cores() {
+        let core = match side {
+            Side::Publisher => publishers,
+            Side::Subscriber => subscribers,
+        };
         assert!(
             core_affinity::set_for_current(core),
-            "could not pin a subscriber"
+            "could not pin a {side:?}"
         );
     }
 }
@@ -164,7 +167,7 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
                 move |m: &Message<Msg<T, N>>| {
                     if got == 0 {
                         // The worker is the bus's own thread: pinned from inside, once.
-                        pin_subscriber();
+                        pin(Side::Subscriber);
                     }
                     std::hint::black_box(&m.bytes);
                     got += 1;
@@ -187,7 +190,7 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
         for p in 0..shape.publishers {
             let bus = &bus;
             scope.spawn(move || {
-                pin_publisher();
+                pin(Side::Publisher);
                 if shape.topics > 1 {
                     // One publisher per topic.
                     let count = shape.messages;
@@ -248,7 +251,7 @@ trait Fanout<T>: Send + Sync {
 
 /// A subscriber thread's loop: takes `messages` messages, then says so on `done`.
 fn consume<M>(received: impl IntoIterator<Item = M>, messages: u64, done: &Sender<u64>) {
-    pin_subscriber();
+    pin(Side::Subscriber);
     let mut got = 0;
     for m in received {
         std::hint::black_box(&m);
@@ -382,7 +385,7 @@ fn run_tokio<T: Clone + Send + Sync + 'static>(shape: Shape, make: fn() -> T) ->
                 let done = done_tx.clone();
                 let messages = shape.messages;
                 thread::spawn(move || {
-                    pin_subscriber();
+                    pin(Side::Subscriber);
                     let (mut got, mut lost) = (0, 0);
                     loop {
                         match rx.blocking_recv() {
@@ -413,7 +416,7 @@ fn run_tokio<T: Clone + Send + Sync + 'static>(shape: Shape, make: fn() -> T) ->
                 split(shape.messages, shape.publishers, p)
             };
             scope.spawn(move || {
-                pin_publisher();
+                pin(Side::Publisher);
                 for _ in 0..count {
                     let _ = tx.send(make());
                 }
@@ -462,7 +465,7 @@ fn run_fanout<T: Clone + Send + Sync + 'static>(
                 (&topics[0], split(shape.messages, shape.publishers, p))
             };
             scope.spawn(move || {
-                pin_publisher();
+                pin(Side::Publisher);
                 for _ in 0..count {
                     topic.send_all(make());
                 }
