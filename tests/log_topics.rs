@@ -54,12 +54,20 @@ fn a_late_subscriber_gets_history_then_live_with_no_gap_and_no_repeat() {
     let n = iterations();
     let bus = Bus::builder().build();
     let (ready_tx, ready_rx) = mpsc::channel();
+    let (subscribed_tx, subscribed_rx) = mpsc::channel();
     let subscriptions = std::thread::scope(|scope| {
-        let publisher = scope.spawn(|| {
+        let bus = &bus;
+        let publisher = scope.spawn(move || {
             for i in 0..n {
                 bus.publish(Tick(i)).unwrap();
                 if i == n / 4 {
                     ready_tx.send(()).unwrap();
+                }
+                // The subscribes race the publishes from n/4 on, but a fast publisher must not
+                // finish before they are made: then `Now` would rightly get nothing, and the
+                // seam between history and live would go untested.
+                if i == 3 * n / 4 {
+                    subscribed_rx.recv().unwrap();
                 }
             }
         });
@@ -68,6 +76,7 @@ fn a_late_subscriber_gets_history_then_live_with_no_gap_and_no_repeat() {
         let earliest = collect::<Tick>(&bus, Options::default().start(Start::Earliest));
         let now = collect::<Tick>(&bus, Options::default());
         let from = collect::<Tick>(&bus, Options::default().start(Start::Seq(n / 8)));
+        subscribed_tx.send(()).unwrap();
         publisher.join().unwrap();
         [earliest, now, from]
     });
@@ -75,11 +84,14 @@ fn a_late_subscriber_gets_history_then_live_with_no_gap_and_no_repeat() {
     let [earliest, now, from] = subscriptions.map(|(_, rx)| rx.try_iter().collect::<Vec<_>>());
     assert_eq!(earliest, (0..n).collect::<Vec<_>>());
     assert_eq!(from, (n / 8..n).collect::<Vec<_>>());
-    let first = now[0];
+    let first = *now
+        .first()
+        .expect("a `Now` subscriber made before the last quarter is published gets that quarter");
     assert!(
         first > n / 4,
         "a `Now` subscriber starts after what was published before"
     );
+    assert!(first <= 3 * n / 4 + 1);
     assert_eq!(now, (first..n).collect::<Vec<_>>());
 }
 
