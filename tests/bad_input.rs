@@ -130,6 +130,10 @@ fn endless_retries_end_at_close_timeout_as_a_dead_letter() {
     );
     bus.publish(Job(1)).unwrap();
     bus.publish(Job(2)).unwrap();
+    // The worker is retrying Job(1) before the close starts, however late it was scheduled.
+    while subscription.stats().failed < 2 {
+        std::thread::yield_now();
+    }
     let report = bus.close_timeout(Duration::from_millis(100));
     assert!(!report.completed);
     let left = &report.subscriptions[0];

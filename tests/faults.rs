@@ -171,10 +171,17 @@ fn subscribe_and_unsubscribe_storms_lose_nothing_for_the_subscriptions_that_stay
     std::thread::scope(|scope| {
         let publishers: Vec<_> = (0..4)
             .map(|t| {
-                let bus = bus.clone();
+                let (bus, churned) = (bus.clone(), &churned);
                 scope.spawn(move || {
                     for i in 0..PER_PUBLISHER {
                         bus.publish(A(t * 100_000 + i)).unwrap();
+                        // Half the publishes wait for the storm, so that it is sure to blow
+                        // while they go on, however the threads are scheduled.
+                        if i == PER_PUBLISHER / 2 {
+                            support::until("a subscription churned", || {
+                                churned.load(Ordering::SeqCst) > 0
+                            });
+                        }
                     }
                 })
             })
@@ -216,7 +223,7 @@ fn a_handler_that_hangs_forever_does_not_stop_the_others_or_close_timeout() {
     });
     let others = Seen::new();
     let record = others.clone();
-    bus.subscribe::<B>(Options::default().name("works"), move |m: &Message<B>| {
+    let works = bus.subscribe::<B>(Options::default().name("works"), move |m: &Message<B>| {
         record.push(m.0)
     });
     bus.publish(A(1)).unwrap();
@@ -225,6 +232,12 @@ fn a_handler_that_hangs_forever_does_not_stop_the_others_or_close_timeout() {
     for i in 0..100 {
         bus.publish(B(i)).unwrap();
     }
+    // "works" gets everything while "hangs" hangs; waited for here, not raced against the
+    // close's deadline, so a late-scheduled worker cannot fail the test.
+    support::until("works is idle", || {
+        let stats = works.stats();
+        stats.delivered == 100 && stats.in_handler == 0
+    });
     let report = bus.close_timeout(Duration::from_millis(200));
     assert!(!report.completed);
     let stuck: Vec<_> = report
