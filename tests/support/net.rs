@@ -5,6 +5,30 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
+/// Runs `bind` on ports below the kernel's ephemeral range until one is free, and returns
+/// what it bound. Port 0 (and every outgoing connection) takes ports from the ephemeral
+/// range, so a port below it that a test lets go of stays free: nothing else in the suite
+/// asks for it by number. A test that checks a closed port refuses connections needs that,
+/// or another test's bind to port 0 may take the port and answer in its place.
+pub fn outside_the_ephemeral_range<T>(mut bind: impl FnMut(u16) -> std::io::Result<T>) -> T {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    let floor = 10_000.min(low / 2);
+    let span = u32::from(low - floor);
+    // Starting at a place that differs from process to process spares tests run side by
+    // side a string of ports in use.
+    let start = std::process::id() % span;
+    for step in 0..span {
+        let port = floor + u16::try_from((start + step) % span).unwrap();
+        if let Ok(bound) = bind(port) {
+            return bound;
+        }
+    }
+    panic!("no free port in {floor}..{low}");
+}
+
 /// A port no one listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
