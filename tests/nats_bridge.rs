@@ -309,9 +309,9 @@ async fn a_poison_payload_is_a_dead_letter_on_the_importer_and_the_stream_goes_o
     // Terminated on the server: it never comes again, neither in this run nor the next.
     importer.close().await.unwrap();
     let again = bus();
+    let mut rx = receive(&again);
     let importer = Bridge::connect(&again, &server.url()).await.unwrap();
     importer.import::<OrderPlaced>("warehouse").await.unwrap();
-    let mut rx = receive(&again);
     nothing_more(&mut rx, &shop, 3).await;
     assert!(again.dead_letters().is_empty());
     exporter.close().await.unwrap();
@@ -412,9 +412,11 @@ async fn export_while_the_server_is_down_blocks_and_completes_when_it_is_back() 
     exporter.close().await.unwrap();
 
     // The stream holds every message once, in order.
+    // Subscribed before the import, as `import` says: the stream already holds every message,
+    // and what the import publishes before a subscriber comes is gone for it.
+    let mut rx = receive(&warehouse);
     let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
     importer.import::<OrderPlaced>("check").await.unwrap();
-    let mut rx = receive(&warehouse);
     let ids = next_ids(&mut rx, (accepted + 10) as usize).await;
     assert!(ids.iter().copied().eq(0..accepted + 10), "{ids:?}");
     importer.close().await.unwrap();
