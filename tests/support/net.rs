@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::Duration;
 
 /// Runs `bind` on ports below the kernel's ephemeral range until one is free, and returns
@@ -17,9 +18,11 @@ pub fn outside_the_ephemeral_range<T>(mut bind: impl FnMut(u16) -> std::io::Resu
         .unwrap_or(32_768);
     let floor = 10_000.min(low / 2);
     let span = u32::from(low - floor);
-    // Starting at a place that differs from process to process spares tests run side by
-    // side a string of ports in use.
-    let start = std::process::id() % span;
+    // Each call starts one port further on, so two tests in one process that each let
+    // their port go (to hand it to a server they start) are not given the same one; and the
+    // process id spares binaries run side by side a string of ports in use.
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let start = (std::process::id() + CALLS.fetch_add(1, Relaxed)) % span;
     for step in 0..span {
         let port = floor + u16::try_from((start + step) % span).unwrap();
         if let Ok(bound) = bind(port) {
@@ -29,13 +32,12 @@ pub fn outside_the_ephemeral_range<T>(mut bind: impl FnMut(u16) -> std::io::Resu
     panic!("no free port in {floor}..{low}");
 }
 
-/// A port no one listens on now.
+/// A port no one listens on now, for a server a test starts. It is below the ephemeral
+/// range: a port from there could be taken, between this call and the server's bind (or
+/// between a server's kill and its restart on the same port), by another test's bind to
+/// port 0.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    outside_the_ephemeral_range(|port| TcpListener::bind(("127.0.0.1", port)).map(|_| port))
 }
 
 /// One HTTP/1.1 exchange: status, head (lower-cased) and body, or the error of connecting,
