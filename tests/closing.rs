@@ -276,10 +276,7 @@ fn close_timeout_returns_on_time_and_reports_a_hung_handler() {
     assert_eq!(started.next(), 0);
     // "fine" has finished before the deadline starts, however late its worker was scheduled:
     // the report must leave it out because it is done, not because it was quick.
-    support::until("fine is idle", || {
-        let stats = fine.stats();
-        stats.delivered == 4 && stats.in_handler == 0
-    });
+    support::until_idle(&fine);
     let report = bus.close_timeout(Duration::from_millis(100));
     assert!(!report.completed);
     let unfinished: Vec<_> = report

@@ -234,10 +234,7 @@ fn a_handler_that_hangs_forever_does_not_stop_the_others_or_close_timeout() {
     }
     // "works" gets everything while "hangs" hangs; waited for here, not raced against the
     // close's deadline, so a late-scheduled worker cannot fail the test.
-    support::until("works is idle", || {
-        let stats = works.stats();
-        stats.delivered == 100 && stats.in_handler == 0
-    });
+    support::until_idle(&works);
     let report = bus.close_timeout(Duration::from_millis(200));
     assert!(!report.completed);
     let stuck: Vec<_> = report

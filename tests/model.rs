@@ -210,11 +210,7 @@ impl Sub {
     }
 
     fn wait_idle(&self) {
-        let handle = self.handle.as_ref().unwrap();
-        support::until("the mailbox is idle", || {
-            let stats = handle.stats();
-            stats.queued == 0 && stats.in_handler == 0
-        });
+        support::until_idle(self.handle.as_ref().unwrap());
     }
 }
 

@@ -9,6 +9,15 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
+/// Waits until `subscription` has nothing queued and nothing in its handler. Exact: its
+/// stats read high, never low, so idle is never seen before it is so.
+pub fn until_idle(subscription: &eventbus::Subscription) {
+    until("the mailbox is idle", || {
+        let stats = subscription.stats();
+        stats.queued == 0 && stats.in_handler == 0
+    });
+}
+
 /// How long a test waits for something that must happen before calling it a failure.
 /// Never a synchronisation: every wait below ends as soon as its event happens.
 pub const PATIENCE: Duration = Duration::from_secs(20);
