@@ -10,6 +10,8 @@
 //!
 //! `EVENTBUS_MODEL_CASES` sets the number of programs (default 256).
 
+// The helpers of the `it` binary's modules.
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;

@@ -17,8 +17,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use crate::handler::Failure;
-use crate::unwind::drop_quietly;
-use crate::{observe, Message};
+use crate::message::Message;
+use crate::trace;
+use crate::util::unwind::drop_quietly;
 
 /// A message whose every attempt failed, with what went wrong.
 ///
@@ -288,13 +289,14 @@ impl DeadLetterStore {
 
     pub(crate) fn push(&self, letter: DeadLetter) {
         let error = letter.error.message();
-        observe::dead_letter(
+        trace::dead_letter(
             letter.topic,
             letter.seq,
             &letter.subscriber,
             letter.attempts,
             error,
         );
+        // Lock order: row 9 (`hook`), a leaf, let go before `letters`; see engine/mod.rs.
         if let Some(hook) = &*self.hook.lock() {
             if hook.try_send(letter.clone()).is_err() {
                 self.hook_skipped.fetch_add(1, Relaxed);
@@ -303,6 +305,7 @@ impl DeadLetterStore {
         // The discarded letter is dropped after the lock is let go of: its message's `Drop`
         // is user code.
         let discarded = {
+            // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
             let mut letters = self.letters.lock();
             if self.capacity == 0 {
                 letters.discarded += 1;
@@ -322,15 +325,18 @@ impl DeadLetterStore {
     }
 
     pub(crate) fn snapshot(&self) -> Vec<DeadLetter> {
+        // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
         self.letters.lock().kept.iter().cloned().collect()
     }
 
     pub(crate) fn take(&self) -> Vec<DeadLetter> {
+        // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
         self.letters.lock().kept.drain(..).collect()
     }
 
     /// Takes `letter` out of the store, with its place, if it is still there.
     pub(crate) fn claim(&self, letter: &DeadLetter) -> Option<(usize, DeadLetter)> {
+        // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
         let mut letters = self.letters.lock();
         let at = letters.kept.iter().position(|kept| kept.is(letter))?;
         letters.kept.remove(at).map(|letter| (at, letter))
@@ -340,6 +346,7 @@ impl DeadLetterStore {
     /// filled up meanwhile, the oldest makes way, counted, as for a new letter.
     pub(crate) fn restore(&self, at: usize, letter: DeadLetter) {
         let discarded = {
+            // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
             let mut letters = self.letters.lock();
             let at = at.min(letters.kept.len());
             letters.kept.insert(at, letter);
@@ -354,10 +361,12 @@ impl DeadLetterStore {
     }
 
     pub(crate) fn discarded(&self) -> u64 {
+        // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
         self.letters.lock().discarded
     }
 
     pub(crate) fn len(&self) -> usize {
+        // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
         self.letters.lock().kept.len()
     }
 
@@ -368,6 +377,7 @@ impl DeadLetterStore {
     /// No more dead letters will come: lets the hook finish what it was handed, waiting for
     /// it until `deadline` (not at all with `Some(now)`); whether it has finished.
     pub(crate) fn close_hook(&self, deadline: Option<Instant>) -> bool {
+        // Lock order: row 9 (`hook`), a leaf; see engine/mod.rs.
         self.hook.lock().take();
         let Some(done) = &self.hook_done else {
             return true;

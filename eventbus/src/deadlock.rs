@@ -102,6 +102,7 @@ pub(crate) fn lock_order<'a, S>(
     publisher: Option<&Arc<WaitNode>>,
     patience: Patience,
 ) -> Result<MutexGuard<'a, S>, NoLock> {
+    // Lock order: row 4 or 5 (an order lock or an observer's turn), tried; see engine/mod.rs.
     match lock.try_lock() {
         Some(guard) => Ok(guard),
         None => wait_for_order(lock, topic, publisher, patience),
@@ -117,6 +118,7 @@ fn wait_for_order<'a, S>(
     patience: Patience,
 ) -> Result<MutexGuard<'a, S>, NoLock> {
     let _clear = publisher.map(|publisher| {
+        // Lock order: row 8 (`waits`), here and when cleared, never nested; see engine/mod.rs.
         publisher.waits.lock().topic = Some(Arc::clone(topic));
         Cleared(move || publisher.waits.lock().topic = None)
     });
@@ -125,6 +127,7 @@ fn wait_for_order<'a, S>(
             return Err(NoLock::WouldDeadlock);
         }
         let slice = match patience {
+            // Lock order: row 4 or 5, no row 8 held; see engine/mod.rs.
             Patience::Forever if publisher.is_none() => return Ok(lock.lock()),
             Patience::Forever => Instant::now() + RECHECK,
             Patience::Until(deadline) => deadline.min(Instant::now() + RECHECK),
@@ -136,6 +139,7 @@ fn wait_for_order<'a, S>(
                 Instant::now() + Duration::from_micros(50)
             }
         };
+        // Lock order: row 4 or 5, no row 8 held; see engine/mod.rs.
         if let Some(guard) = lock.try_lock_until(slice) {
             return Ok(guard);
         }
@@ -152,6 +156,7 @@ fn wait_for_order<'a, S>(
 /// and asks again each time it wakes.
 #[cfg(feature = "tokio")]
 pub(crate) fn turn_leads_back(waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
+    // Lock order: row 8 (`waits`), here and after the walk, never nested; see engine/mod.rs.
     waiter.waits.lock().topic = Some(Arc::clone(topic));
     let found = leads_back(waiter);
     waiter.waits.lock().topic = None;
@@ -168,6 +173,7 @@ pub(crate) fn record(
     if on.is_empty() {
         return Ok(Recorded(None));
     }
+    // Lock order: row 8 (`waits`), let go before the walk; see engine/mod.rs.
     waiter.waits.lock().on = on;
     let recorded = Recorded(Some(waiter));
     if leads_back(waiter) {
@@ -190,6 +196,7 @@ impl Recorded<'_> {
 impl Drop for Recorded<'_> {
     fn drop(&mut self) {
         if let Some(waiter) = self.0 {
+            // Lock order: row 8 (`waits`), never nested; see engine/mod.rs.
             waiter.waits.lock().on.clear();
         }
     }
@@ -200,17 +207,20 @@ impl TopicWaits {
     /// clears its record under this same lock when it wakes, so whatever was done before this
     /// call is seen by the rest of its hand-out (`mailbox.rs` relies on it).
     pub(crate) fn blocked_elsewhere(&self, mailbox: u64) -> bool {
+        // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
         let holder = self.holder.lock();
         !holder.is_empty() && holder.iter().all(|node| node.id != mailbox)
     }
 
     /// Whether the order lock's holder is blocked on a mailbox.
     pub(crate) fn holder_blocked(&self) -> bool {
+        // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
         !self.holder.lock().is_empty()
     }
 
     /// Records that the order lock's holder waits for room in `mailbox`, until `f` returns.
     pub(crate) fn waiting_on<R>(&self, mailbox: &Arc<WaitNode>, f: impl FnOnce() -> R) -> R {
+        // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
         *self.holder.lock() = vec![Arc::clone(mailbox)];
         let _clear = Cleared(|| self.holder.lock().clear());
         f()
@@ -235,6 +245,7 @@ fn leads_back(waiter: &WaitNode) -> bool {
         nodes.extend(waits.on.iter().cloned());
         topics.extend(waits.topic.iter().cloned());
     };
+    // Lock order: row 8, one record at a time, never nested; see engine/mod.rs.
     follow(&waiter.waits.lock(), &mut nodes, &mut topics);
     loop {
         if let Some(node) = nodes.pop() {
@@ -242,11 +253,13 @@ fn leads_back(waiter: &WaitNode) -> bool {
                 return true;
             }
             if seen_nodes.insert(node.id) {
+                // Lock order: row 8 (`waits`), never nested; see engine/mod.rs.
                 let waits = node.waits.lock();
                 follow(&waits, &mut nodes, &mut topics);
             }
         } else if let Some(topic) = topics.pop() {
             if seen_topics.insert(Arc::as_ptr(&topic) as usize) {
+                // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
                 nodes.extend(topic.holder.lock().iter().cloned());
             }
         } else {

@@ -235,7 +235,7 @@ impl fmt::Display for SubscribeError {
                 f,
                 "subscriber `{name}`: capacity {capacity} is not allowed; a mailbox holds \
                  from 1 to {} messages",
-                crate::Options::MAX_CAPACITY
+                crate::options::Options::MAX_CAPACITY
             ),
             SubscribeError::OutOfMemory { name, capacity } => write!(
                 f,
@@ -263,7 +263,7 @@ impl fmt::Display for SubscribeError {
                 f,
                 "subscriber `{name}`: a group of {workers} workers is not allowed; a group has \
                  from 1 to {} workers",
-                crate::Options::MAX_WORKERS
+                crate::options::Options::MAX_WORKERS
             ),
             SubscribeError::Key {
                 name,

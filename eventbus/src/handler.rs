@@ -9,8 +9,8 @@ use std::fmt::{self, Display};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::unwind::drop_quietly;
-use crate::Message;
+use crate::message::Message;
+use crate::util::unwind::drop_quietly;
 
 mod sealed {
     pub trait Sealed {}

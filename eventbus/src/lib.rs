@@ -494,6 +494,44 @@
 //!   (section 12).
 //! - `nats` (turns on `tokio` and `serde`; needs rustc 1.89 for `async-nats`): a bridge to
 //!   NATS JetStream across processes, [`nats::Bridge`].
+//!
+//! # Layout (for contributors)
+//!
+//! The crate's modules, top to bottom. A module imports only modules below it, by module
+//! path (`use crate::options::Options`, never the root's re-export `crate::Options`);
+//! `tests/it/layers.rs` reads this list and checks every import against it.
+//!
+//! 1. `private`: what the macros' expansions name (`eventbus::__private`): the
+//!    registration entry points and the autoref-specialisation shims.
+//! 2. `nats`: the NATS JetStream bridge (feature `nats`), over the facade only.
+//! 3. `dashboard`: the live page (feature `dashboard`), over the facade only.
+//! 4. `metrics`: the stats through the `metrics` facade (feature `metrics`), over the
+//!    facade only.
+//! 5. `bus`: the facade: [`Bus`], its async half, the builder, registration of
+//!    `#[subscriber]`s, the [`Subscription`] handle.
+//! 6. `engine`: publishing, subscribing (a file per kind of subscription: one subscriber,
+//!    a group, an observer), unsubscribing and closing, redelivery, stats; and the lock
+//!    order, as a table.
+//! 7. `worker`: what a worker does with each message (retries, dead letters, panics), on a
+//!    thread or as a tokio task.
+//! 8. `topics`: each topic's one order (numbering and hand-out under its order lock), its
+//!    subscriber list, and the directory that finds it by type.
+//! 9. `lifecycle`: open → draining → closed, and what a close waits for.
+//! 10. `delivery`: how a message reaches a worker: a mailbox, a log (ring, reader, slots), a
+//!     group, an observer; and the core each subscription shares with its worker.
+//! 11. `dead_letter`: dead letters, their bounded store, the hook's thread.
+//! 12. `handler`: what a handler returns, what a failed attempt keeps, one attempt run.
+//! 13. `error`: what publishing, subscribing and redelivering can refuse.
+//! 14. `topic`: the public [`Topic`] trait.
+//! 15. `numbering`: a topic's next seq, and the table that numbers a topic no one hears.
+//! 16. `trace`: the `tracing` hooks (feature `tracing`; empty without it).
+//! 17. `stats`: counters, and the snapshots [`Bus::stats`] returns.
+//! 18. `state`: values handed to handlers as [`State<T>`].
+//! 19. `options`: [`Options`], [`Overflow`], [`Start`], [`Retention`], a subscription's
+//!     filter and a group's key.
+//! 20. `message`: [`Message`], [`AnyMessage`], and the shared block they point into.
+//! 21. `deadlock`: the wait graph that refuses a wait that could never end.
+//! 22. `util`: leaves: catching panics, waking tasks, cache-line padding, snoozing.
 
 #![deny(missing_docs)]
 // The guide above links to every feature's items: built with all of them (docs.rs, CI) the
@@ -510,54 +548,40 @@
     allow(rustdoc::broken_intra_doc_links)
 )]
 
-// The facade: what users name.
-mod builder;
+// In the order of "Layout" above: top to bottom.
+#[doc(hidden)]
+#[path = "private/mod.rs"]
+pub mod __private;
 mod bus;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
+mod dead_letter;
+mod deadlock;
+mod delivery;
+mod engine;
+mod error;
+mod handler;
+mod lifecycle;
+mod message;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "nats")]
 pub mod nats;
-mod registry;
-mod subscription;
-// The engine under it, and the close/drain protocol.
-mod engine;
-mod lifecycle;
-// Topics: the order of each, found by type.
-#[cfg(feature = "tokio")]
-mod asynchronous;
-mod directory;
 mod numbering;
-mod topic;
-// Workers, and the delivery kinds they take messages from.
-mod log;
-mod mailbox;
-mod worker;
-// Leaves.
-mod dead_letter;
-mod deadlock;
-mod error;
-mod filter;
-mod group;
-mod handler;
-mod message;
-mod message_fn;
-mod observe;
-mod observer;
 mod options;
-mod shared;
-mod slots;
 mod state;
 mod stats;
-mod subscriber;
-mod unwind;
-#[cfg(feature = "tokio")]
-mod wake;
+mod topic;
+mod topics;
+mod trace;
+mod util;
+mod worker;
 
 #[cfg(feature = "tokio")]
-pub use asynchronous::MessageStream;
-pub use builder::{BuildError, BusBuilder};
+pub use bus::asynchronous::MessageStream;
+pub use bus::builder::{BuildError, BusBuilder};
+pub use bus::registry::RegisteredSubscriber;
+pub use bus::subscription::Subscription;
 pub use bus::Bus;
 pub use dead_letter::DeadLetter;
 pub use error::{
@@ -568,287 +592,6 @@ pub use eventbus_macros::{observer, subscriber, Topic};
 pub use handler::{GroupHandler, Handler, HandlerResult};
 pub use message::{AnyMessage, Message};
 pub use options::{Options, Overflow, Retention, Start};
-pub use registry::RegisteredSubscriber;
 pub use state::State;
 pub use stats::{BusStats, CloseReport, SubscriptionStats, TopicStats, WorkerStats};
-pub use subscription::Subscription;
 pub use topic::Topic;
-
-/// What the macros' expansions name. Not public API: it may change in any release.
-#[doc(hidden)]
-pub mod __private {
-    pub use inventory;
-
-    pub use crate::handler::Failure;
-    pub use crate::numbering::TopicIndex;
-    pub use crate::registry::Registration;
-    pub use crate::state::StateKey;
-    pub use crate::topic::generic_name;
-    use crate::{
-        Bus, HandlerResult, Message, MissingState, Options, State, SubscribeError, Subscription,
-        Topic,
-    };
-
-    /// Names state type `T` in a registration.
-    pub const fn state_key<T: 'static>() -> StateKey {
-        StateKey {
-            type_id: std::any::TypeId::of::<T>,
-            type_name: std::any::type_name::<T>,
-        }
-    }
-
-    /// The bus's `T`, for a registered subscriber's `State<T>` parameter.
-    pub fn state<T: Send + Sync + 'static>(
-        bus: &Bus,
-        options: &Options,
-    ) -> Result<State<T>, SubscribeError> {
-        bus.state::<T>().ok_or_else(|| {
-            SubscribeError::MissingState(MissingState {
-                subscriber: options.name.clone().unwrap_or_default(),
-                state: std::any::type_name::<T>(),
-            })
-        })
-    }
-
-    /// Refuses `#[subscriber(overflow = DropNewest)]` on a log topic when the program is
-    /// compiled: evaluated in a `const`, the assertion is a compile error.
-    pub const fn refuse_drop_newest_on_log<T: Topic>() {
-        assert!(
-            !T::LOG,
-            "`overflow = DropNewest` has no meaning on a log topic: its subscriptions share one \
-             log, so a message cannot be left out for one of them; use `DropOldest` (a \
-             subscription that falls behind loses what the log trims, counted as dropped) or \
-             `Block` (publishers wait for it)"
-        );
-    }
-
-    /// Starts a registered subscriber, whose handler also gets the bus.
-    pub fn subscribe_registered<T, H>(
-        bus: &Bus,
-        options: Options,
-        handler: H,
-    ) -> Result<Subscription, SubscribeError>
-    where
-        T: Topic,
-        H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
-    {
-        bus.subscribe_registered(options, handler)
-    }
-
-    /// Starts a registered observer, whose handler also gets the bus.
-    pub fn observe_registered<H>(
-        bus: &Bus,
-        pattern: &str,
-        options: Options,
-        handler: H,
-    ) -> Result<Subscription, SubscribeError>
-    where
-        H: Fn(&crate::AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
-    {
-        bus.observe_registered(pattern, options, handler)
-    }
-
-    pub use crate::message::Serializable;
-
-    /// How `#[derive(Topic)]` records a type's `Debug` and `Serialize` for observers,
-    /// through autoref specialisation (as `Outcome`): `(&PayloadOf(value)).debug_payload(..)`
-    /// finds `ViaDebug` on `PayloadOf<T>` when `T: Debug`, else `DebugFallback` on
-    /// `&PayloadOf<T>`; the same for `serializable`.
-    pub struct PayloadOf<'a, T>(pub &'a T);
-
-    impl<T> std::fmt::Debug for PayloadOf<'_, T> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("PayloadOf")
-        }
-    }
-
-    pub trait ViaDebug {
-        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result;
-    }
-
-    impl<T: std::fmt::Debug> ViaDebug for PayloadOf<'_, T> {
-        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, _: &str) -> std::fmt::Result {
-            std::fmt::Debug::fmt(self.0, f)
-        }
-    }
-
-    pub trait DebugFallback {
-        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result;
-    }
-
-    impl<T> DebugFallback for &PayloadOf<'_, T> {
-        fn debug_payload(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
-            write!(f, "<{name}>")
-        }
-    }
-
-    pub trait ViaSerialize<'a> {
-        fn serializable(&self) -> Option<&'a dyn Serializable>;
-    }
-
-    #[cfg(feature = "serde")]
-    impl<'a, T: serde::Serialize> ViaSerialize<'a> for PayloadOf<'a, T> {
-        fn serializable(&self) -> Option<&'a dyn Serializable> {
-            Some(self.0)
-        }
-    }
-
-    pub trait SerializeFallback<'a> {
-        fn serializable(&self) -> Option<&'a dyn Serializable>;
-    }
-
-    impl<'a, T> SerializeFallback<'a> for &PayloadOf<'a, T> {
-        fn serializable(&self) -> Option<&'a dyn Serializable> {
-            None
-        }
-    }
-
-    /// What a subscriber may take after its message: for now only `&Bus`.
-    #[diagnostic::on_unimplemented(
-        message = "`{Self}` cannot be a subscriber parameter",
-        label = "after the message, a subscriber may take only `&Bus`"
-    )]
-    pub trait FromBus<'a>: Sized {
-        fn from_bus(bus: &'a Bus) -> Self;
-    }
-
-    impl<'a> FromBus<'a> for &'a Bus {
-        fn from_bus(bus: &'a Bus) -> Self {
-            bus
-        }
-    }
-
-    /// Starts a registered async subscriber, whose handler also gets the bus.
-    #[cfg(feature = "tokio")]
-    pub fn subscribe_registered_async<T, H, A>(
-        bus: &Bus,
-        options: Options,
-        handler: H,
-    ) -> Result<Subscription, SubscribeError>
-    where
-        T: Topic,
-        H: FnMut(Message<T>, Bus) -> A + Send + 'static,
-        A: std::future::Future<Output = Result<(), Failure>> + Send + 'static,
-    {
-        bus.subscribe_registered_async(options, handler)
-    }
-
-    /// Without the `tokio` feature an `async fn` subscriber cannot start: this says so where
-    /// it is written.
-    #[cfg(not(feature = "tokio"))]
-    #[diagnostic::on_unimplemented(
-        message = "`async fn` subscribers need the `tokio` feature of `eventbus`",
-        label = "an async subscriber, but `eventbus` was built without `tokio`",
-        note = "enable it in Cargo.toml: `eventbus = {{ version = \"...\", features = [\"tokio\"] }}`"
-    )]
-    pub trait AsyncSubscribersNeedTokio {}
-
-    /// Refuses to compile without the `tokio` feature (see `AsyncSubscribersNeedTokio`).
-    #[cfg(not(feature = "tokio"))]
-    pub fn subscribe_registered_async<T, H, A>(
-        _: &Bus,
-        _: Options,
-        _: H,
-    ) -> Result<Subscription, SubscribeError>
-    where
-        T: Topic,
-        H: AsyncSubscribersNeedTokio,
-    {
-        unreachable!("no implementation of AsyncSubscribersNeedTokio exists")
-    }
-
-    /// Turns a `#[subscriber]`'s return value into an attempt's outcome, keeping a concrete
-    /// error whole: `(&Outcome(&result)).kind().into_result(result)`.
-    ///
-    /// `HandlerResult` cannot do it alone: its impl for every `Result<(), E: Display>` cannot
-    /// also ask for `E: Error` without overlapping (and a closure's handler needs the wide
-    /// one). So the expansion goes through autoref specialisation: method lookup tries
-    /// `Outcome<Result<(), E>>` (which has `kind` only if `E: Error + Send + Sync + 'static`,
-    /// giving `ErrorKind`) before `&Outcome<R>` (which always has it, giving `PlainKind`,
-    /// whose `R: HandlerResult` bound says "not a subscriber return type" for anything else).
-    pub struct Outcome<'a, R>(pub &'a R);
-
-    impl<R> std::fmt::Debug for Outcome<'_, R> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("Outcome")
-        }
-    }
-
-    pub trait ViaError {
-        fn kind(&self) -> ErrorKind {
-            ErrorKind
-        }
-    }
-
-    impl<E: std::error::Error + Send + Sync + 'static> ViaError for Outcome<'_, Result<(), E>> {}
-
-    pub trait ViaHandlerResult {
-        fn kind(&self) -> PlainKind {
-            PlainKind
-        }
-    }
-
-    impl<R> ViaHandlerResult for &Outcome<'_, R> {}
-
-    /// For a `Result<(), E>` whose `E` is an error that can cross threads: keeps `E`.
-    #[derive(Debug)]
-    pub struct ErrorKind;
-
-    impl ErrorKind {
-        pub fn into_result<E>(self, result: Result<(), E>) -> Result<(), Failure>
-        where
-            E: std::error::Error + Send + Sync + 'static,
-        {
-            result.map_err(Failure::error)
-        }
-    }
-
-    /// For anything else: what `HandlerResult` makes of it.
-    #[derive(Debug)]
-    pub struct PlainKind;
-
-    impl PlainKind {
-        pub fn into_result<R: HandlerResult>(self, result: R) -> Result<(), Failure> {
-            result.into_result()
-        }
-    }
-
-    /// Names topic `T` for a registration: `(&TopicName::<T>::NEW).name()` is `T::name()`.
-    ///
-    /// When `T` is not a topic, the subscribe call in the same expansion already says so;
-    /// a plain `<T as Topic>::name` would say it a second time. So the call goes through
-    /// autoref specialisation: method lookup tries `TopicName<T>` (which has `name` only if
-    /// `T: Topic`) before `&TopicName<T>` (which always has it, and is never run, because the
-    /// expansion does not compile then).
-    pub struct TopicName<T: ?Sized>(std::marker::PhantomData<fn() -> T>);
-
-    impl<T: ?Sized> TopicName<T> {
-        pub const NEW: Self = TopicName(std::marker::PhantomData);
-    }
-
-    impl<T: ?Sized> std::fmt::Debug for TopicName<T> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("TopicName")
-        }
-    }
-
-    pub trait TopicNameOfTopic {
-        fn name(&self) -> &'static str;
-    }
-
-    impl<T: Topic> TopicNameOfTopic for TopicName<T> {
-        fn name(&self) -> &'static str {
-            T::name()
-        }
-    }
-
-    pub trait TopicNameFallback {
-        fn name(&self) -> &'static str;
-    }
-
-    impl<T: ?Sized> TopicNameFallback for &TopicName<T> {
-        fn name(&self) -> &'static str {
-            unreachable!("a registration whose message type is not a topic does not compile")
-        }
-    }
-}

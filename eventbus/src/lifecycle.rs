@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use crate::subscriber::{Consumer, SubscriptionCore};
+use crate::delivery::core::{Consumer, SubscriptionCore};
 
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
@@ -115,7 +115,7 @@ pub(crate) struct Lifecycle {
     changed: Condvar,
     /// Tasks waiting out a retry's backoff wait here for a forced stop.
     #[cfg(feature = "tokio")]
-    stop_wake: crate::wake::Wake,
+    stop_wake: crate::util::wake::Wake,
 }
 
 impl std::fmt::Debug for Lifecycle {
@@ -144,7 +144,7 @@ impl Lifecycle {
             changed_lock: Mutex::new(()),
             changed: Condvar::new(),
             #[cfg(feature = "tokio")]
-            stop_wake: crate::wake::Wake::default(),
+            stop_wake: crate::util::wake::Wake::default(),
         }
     }
 
@@ -196,6 +196,7 @@ impl Lifecycle {
     /// `finished` always comes after); if the worker cannot start, call `finished` for it.
     pub(crate) fn started(&self, core: Arc<SubscriptionCore>) {
         {
+            // Lock order: row 7 (`running`), nothing else held; see engine/mod.rs.
             let mut running = self.running.lock();
             core.running_at.store(running.len(), Relaxed);
             if core.consumer != Consumer::Caller {
@@ -217,6 +218,7 @@ impl Lifecycle {
             // Out in one step, wherever it is (a close of a hundred thousand subscriptions
             // would otherwise take as many looks at the list per finish): the last one takes
             // its place.
+            // Lock order: row 7 (`running`), nothing else held; see engine/mod.rs.
             let mut running = self.running.lock();
             let at = core.running_at.load(Relaxed);
             if running.get(at).is_some_and(|there| there.id == core.id) {
@@ -235,6 +237,7 @@ impl Lifecycle {
 
     /// Every subscription still running, unsubscribed ones included.
     pub(crate) fn running(&self) -> Vec<Arc<SubscriptionCore>> {
+        // Lock order: row 7 (`running`), nothing else held; see engine/mod.rs.
         self.running.lock().clone()
     }
 
@@ -251,6 +254,7 @@ impl Lifecycle {
     fn finish_if_drained(&self) {
         // One look at a time: a look's `try_lock` on an order lock must fail only because a
         // publish holds it (and will poke), never because another look does.
+        // Lock order: row 7 (`looking`); `running` inside, row 4 only tried; see engine/mod.rs.
         let mut looking = self.looking.lock();
         if !*looking {
             // The first look: from now on every topic numbers under its order lock, before
@@ -289,6 +293,7 @@ impl Lifecycle {
     }
 
     fn idle_from_hint(&self) -> bool {
+        // Lock order: row 7 (`running`), under `looking`; see engine/mod.rs.
         let running = self.running.lock();
         let start = self.hint.load(SeqCst).min(running.len());
         let busy = (start..running.len())
@@ -314,6 +319,7 @@ impl Lifecycle {
         if !self.topics.quiet(&mut seen) {
             return None;
         }
+        // Lock order: row 7 (`running`), under `looking`; see engine/mod.rs.
         for core in self.running.lock().iter() {
             let (received, unfinished) = core.received_unfinished();
             if unfinished > 0 {
@@ -332,6 +338,7 @@ impl Lifecycle {
     }
 
     fn notify(&self) {
+        // Lock order: row 7 (`changed_lock`); see engine/mod.rs.
         let _guard = self.changed_lock.lock();
         self.changed.notify_all();
     }
@@ -344,6 +351,8 @@ impl Lifecycle {
         recheck: Option<Duration>,
         mut done: impl FnMut() -> bool,
     ) -> bool {
+        // Lock order: row 7 (`changed_lock`); `done` runs under it, and an unsubscribe's
+        // `done` takes row 8 (`engine/close.rs`); see engine/mod.rs.
         let mut guard = self.changed_lock.lock();
         loop {
             if done() {
@@ -403,6 +412,7 @@ impl Lifecycle {
     pub(crate) fn stop(&self) {
         self.stopped.store(true, SeqCst);
         self.state.store(CLOSED, SeqCst);
+        // Lock order: row 9 (`stop_tx`), a leaf; see engine/mod.rs.
         self.stop_tx.lock().take();
         #[cfg(feature = "tokio")]
         self.stop_wake.notify_now();

@@ -37,7 +37,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
 
-use crate::{Bus, BusStats, SubscriptionStats};
+use crate::bus::Bus;
+use crate::stats::BusStats;
+use crate::stats::SubscriptionStats;
 
 /// The shortest sampling interval: a shorter one (zero, say) is taken as this.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
@@ -93,7 +95,7 @@ pub fn try_install(bus: &Bus, interval: Duration) -> std::io::Result<MetricsHand
             let mut shown = BTreeSet::new();
             loop {
                 // Read before the sample: a bus closed by then is sampled once more, finished.
-                let closed = bus.engine.lifecycle.is_closed();
+                let closed = bus.is_drained();
                 record(&bus.stats(), &mut shown);
                 if closed {
                     return;

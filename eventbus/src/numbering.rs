@@ -125,7 +125,7 @@ impl Numbering {
             && !self.warned.load(Relaxed)
             && !self.warned.swap(true, Relaxed)
         {
-            crate::observe::unheard(self.name);
+            crate::trace::unheard(self.name);
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
-use crate::Overflow;
+use crate::options::Overflow;
 
 /// One subscription's counters. Each has one writer at a time: publishers (received, dropped)
 /// write under their topic's order lock, the worker writes the rest; so a bump is a load and

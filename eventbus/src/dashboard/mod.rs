@@ -32,7 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use self::http::{Request, Response};
-use crate::{Bus, RedeliverError};
+use crate::bus::Bus;
+use crate::error::RedeliverError;
 
 /// Connections served at once; more get a 503 at once.
 pub const MAX_CONNECTIONS: usize = 32;

@@ -5,7 +5,7 @@
 //! (`task.rs`); what they share is here.
 //!
 //! A worker never dies of user code: the handler's panics are failed attempts, a message or
-//! panic payload that panics when dropped is dropped where that cannot unwind (`shared.rs`,
+//! panic payload that panics when dropped is dropped where that cannot unwind (`message/shared.rs`,
 //! `handler.rs`), and so is the handler itself when the subscription ends. Its last step,
 //! whatever happened, tells the lifecycle it has finished.
 
@@ -14,15 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
+use crate::delivery::core::SubscriptionCore;
+use crate::delivery::log::Reader;
+use crate::delivery::mailbox::Inbox;
 use crate::handler::Failure;
 use crate::lifecycle::Lifecycle;
-use crate::log::Reader;
-use crate::mailbox::Inbox;
+use crate::message::Message;
 use crate::message::Taken;
-use crate::observe;
 use crate::stats::Counters;
-use crate::subscriber::SubscriptionCore;
-use crate::Message;
+use crate::trace;
 
 #[cfg(feature = "tokio")]
 pub(crate) mod task;
@@ -71,7 +71,7 @@ pub(crate) enum Source<T> {
 
 impl<T: Send + Sync + 'static> Source<T> {
     /// The next message, waiting for one; `None` once retired and nothing more can arrive.
-    /// Lent in its log's slot where the log lends (see `log.rs`): for a thread worker, which
+    /// Lent in its log's slot where the log lends (see `delivery/log/`): for a thread worker, which
     /// does not keep it past the next call.
     #[inline]
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
@@ -133,7 +133,7 @@ pub(crate) fn took(core: &SubscriptionCore) {
 
 /// A message no handler will see: counted as dropped.
 fn abandon<T>(core: &SubscriptionCore, message: Message<T>, why: &'static str) {
-    observe::dropped(message.topic(), message.seq(), &core.name, why);
+    trace::dropped(message.topic(), message.seq(), &core.name, why);
     drop(message);
     Counters::bump(&core.counters.abandoned);
 }

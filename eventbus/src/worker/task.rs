@@ -9,11 +9,11 @@ use std::task::Poll;
 use super::{
     abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT,
 };
+use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
+use crate::message::Message;
 use crate::stats::Counters;
-use crate::subscriber::SubscriptionCore;
-use crate::unwind::drop_quietly;
-use crate::Message;
+use crate::util::unwind::drop_quietly;
 
 /// A message handler as a task worker runs it: it owns its share of the message, so its
 /// future may hold it across `.await`s.

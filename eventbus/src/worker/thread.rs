@@ -6,13 +6,13 @@ use std::sync::Arc;
 use super::{
     abandon, abandon_rest, dead_letter, delivered, failed, took, Context, Finish, Source, CURRENT,
 };
+use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
+use crate::message::Message;
 use crate::message::Taken;
-use crate::observe;
 use crate::stats::Counters;
-use crate::subscriber::SubscriptionCore;
-use crate::unwind::drop_quietly;
-use crate::Message;
+use crate::trace;
+use crate::util::unwind::drop_quietly;
 
 /// A message handler as a thread worker runs it.
 pub(crate) trait Run<T>: FnMut(&Message<T>) -> Result<(), Failure> + Send + 'static {}
@@ -81,7 +81,7 @@ fn deliver<T: Send + Sync + 'static>(
     loop {
         attempts = attempts.saturating_add(1);
         let outcome = {
-            let _attempt = observe::attempt(message.topic(), message.seq(), &core.name, attempts);
+            let _attempt = trace::attempt(message.topic(), message.seq(), &core.name, attempts);
             handler::attempt(|| handler(&message))
         };
         let failure = match outcome {

@@ -1,0 +1,338 @@
+//! The facade's async half (feature `tokio`): async subscribers as tokio tasks,
+//! `publish_async`, `close_async`, and a subscription as a [`Stream`].
+//!
+//! Nothing here holds a lock across an `.await`: a task waits for its mailbox, for room, or
+//! for its topic's turn by listening, looking again, then sleeping (`wake.rs`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures_core::Stream;
+
+use crate::bus::subscription::Subscription;
+use crate::bus::Bus;
+use crate::delivery::core::SubscriptionCore;
+use crate::engine::Engine;
+use crate::error::PublishError;
+use crate::error::SubscribeError;
+use crate::handler::HandlerResult;
+use crate::message::Message;
+use crate::options::Options;
+use crate::stats::CloseReport;
+use crate::stats::Counters;
+use crate::stats::SubscriptionStats;
+use crate::topic::Topic;
+use crate::topics::state::Refused;
+use crate::worker::Source;
+
+impl Bus {
+    /// Starts an async subscription of `T`: its worker is one tokio task, which runs the
+    /// handler on one message at a time, in order. The handler takes the message by value
+    /// (its own share of it, so its future may hold it across `.await`s) and returns a
+    /// `Send` future whose output is `()` or `Result<(), E: Display>`. An `Err` or a panic
+    /// (while making the future or polling it) is a failed attempt; retries wait with the
+    /// runtime's timer; dead letters as for any subscriber.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_subscribe_async`](Bus::try_subscribe_async) would fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct OrderPlaced(u64);
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let bus = Bus::builder().build(); // takes the current runtime
+    /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    /// bus.subscribe_async::<OrderPlaced, _, _, _>(Options::default(), move |m: Message<OrderPlaced>| {
+    ///     let tx = tx.clone();
+    ///     async move {
+    ///         tokio::task::yield_now().await;
+    ///         tx.send(m.0).unwrap();
+    ///     }
+    /// });
+    /// bus.publish_async(OrderPlaced(7)).await.unwrap();
+    /// bus.close_async().await;
+    /// assert_eq!(rx.recv().await, Some(7));
+    /// # });
+    /// ```
+    pub fn subscribe_async<T, F, A, R>(&self, options: Options, handler: F) -> Subscription
+    where
+        T: Topic,
+        F: FnMut(Message<T>) -> A + Send + 'static,
+        A: Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        self.try_subscribe_async(options, handler)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Starts an async subscription like [`subscribe_async`](Bus::subscribe_async), saying
+    /// why it cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::NoRuntime`] when the bus has no tokio runtime; otherwise as
+    /// [`try_subscribe`](Bus::try_subscribe).
+    pub fn try_subscribe_async<T, F, A, R>(
+        &self,
+        options: Options,
+        mut handler: F,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        F: FnMut(Message<T>) -> A + Send + 'static,
+        A: Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        let core = self
+            .engine
+            .subscribe_task(options, move |message: Message<T>| {
+                let attempt = handler(message);
+                async move { attempt.await.into_result() }
+            })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts a registered async subscriber, whose handler also gets a handle to the bus.
+    pub(crate) fn subscribe_registered_async<T, F, A>(
+        &self,
+        options: Options,
+        mut handler: F,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        F: FnMut(Message<T>, Bus) -> A + Send + 'static,
+        A: Future<Output = Result<(), crate::handler::Failure>> + Send + 'static,
+    {
+        let bus = self.worker_handle();
+        let core = self
+            .engine
+            .subscribe_task(options, move |message: Message<T>| {
+                handler(message, bus.clone())
+            })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Publishes like [`publish`](Bus::publish), waiting for the topic's turn and for room
+    /// in `Block` mailboxes by awaiting, never by blocking the thread.
+    ///
+    /// All or nothing: the message goes to the subscribers only once every `Block` mailbox
+    /// has room, so publishers of the topic never wait behind a task.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped while it waits, it holds no lock and has published nothing (no
+    /// seq taken, no subscriber reached, nothing counted), as a `publish_timeout` that ran
+    /// out; the message is dropped with the future.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Bus::publish): `Closed` and `WouldDeadlock`, with the message.
+    pub async fn publish_async<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
+        self.engine
+            .publish_async(message)
+            .await
+            .map_err(|(message, refused)| match refused {
+                Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
+                Refused::Closed | Refused::Timeout | Refused::Full => PublishError::Closed(message),
+            })
+    }
+
+    /// A subscription of `T` as a [`Stream`] of its messages: the application pulls them.
+    ///
+    /// The mailbox is the stream's buffer, and `options`' overflow policy applies to it as
+    /// for any subscriber (retries do not: a message is delivered when the stream yields it).
+    /// Dropping the stream unsubscribes; what its mailbox still holds counts as dropped. A
+    /// close ends it once it has yielded everything accepted.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_stream`](Bus::try_stream) would fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::pin::Pin;
+    /// use eventbus::{Bus, Options, Topic};
+    /// use futures_core::Stream;
+    ///
+    /// #[derive(Topic)]
+    /// struct Tick(u32);
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let bus = Bus::builder().build();
+    /// let mut ticks = bus.stream::<Tick>(Options::default());
+    /// bus.publish_async(Tick(1)).await.unwrap();
+    /// bus.publish_async(Tick(2)).await.unwrap();
+    /// let closer = bus.clone();
+    /// tokio::spawn(async move { closer.close_async().await });
+    /// let mut seen = Vec::new();
+    /// while let Some(m) = poll_fn(|cx| Pin::new(&mut ticks).poll_next(cx)).await {
+    ///     seen.push(m.0);
+    /// }
+    /// assert_eq!(seen, [1, 2]);
+    /// # });
+    /// ```
+    pub fn stream<T: Topic>(&self, options: Options) -> MessageStream<T> {
+        self.try_stream(options)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// A subscription as a stream, like [`stream`](Bus::stream), saying why it cannot.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_subscribe`](Bus::try_subscribe): a refused capacity or a closed bus.
+    pub fn try_stream<T: Topic>(
+        &self,
+        options: Options,
+    ) -> Result<MessageStream<T>, SubscribeError> {
+        let (core, inbox) = self.engine.subscribe_stream::<T>(options)?;
+        Ok(MessageStream {
+            engine: Arc::clone(&self.engine),
+            core,
+            inbox: Some(inbox),
+            next: None,
+            ended: false,
+        })
+    }
+
+    /// Closes like [`close`](Bus::close), awaiting instead of blocking the thread.
+    pub async fn close_async(&self) {
+        self.close_async_within(None).await;
+    }
+
+    /// Closes like [`close_timeout`](Bus::close_timeout), awaiting instead of blocking the
+    /// thread.
+    pub async fn close_timeout_async(&self, timeout: Duration) -> CloseReport {
+        self.close_async_within(Instant::now().checked_add(timeout))
+            .await
+    }
+
+    async fn close_async_within(&self, deadline: Option<Instant>) -> CloseReport {
+        // Asked here: the blocking thread that waits is no worker of the bus's.
+        let inside = self.engine.inside();
+        let engine = Arc::clone(&self.engine);
+        let close = move || engine.close_from(deadline, inside);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => match runtime.spawn_blocking(close).await {
+                Ok(report) => report,
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            },
+            Err(_) => close(),
+        }
+    }
+}
+
+/// Whether the calling thread runs a `current_thread` tokio runtime, where waiting would stop
+/// the bus's own tasks; and whether it runs any runtime at all.
+pub(crate) fn on_runtime() -> Option<tokio::runtime::RuntimeFlavor> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .map(|runtime| runtime.runtime_flavor())
+}
+
+/// A subscription as a [`Stream`] of its messages, from [`Bus::stream`].
+pub struct MessageStream<T: Send + Sync + 'static> {
+    engine: Arc<Engine>,
+    core: Arc<SubscriptionCore>,
+    /// The mailbox (or its place in the topic's log), while no `next` holds it.
+    inbox: Option<Source<T>>,
+    /// The wait for the next message, holding the mailbox.
+    next: Option<Pin<Box<Next<T>>>>,
+    ended: bool,
+}
+
+type Next<T> = dyn Future<Output = (Source<T>, Option<Message<T>>)> + Send;
+
+impl<T: Send + Sync + 'static> MessageStream<T> {
+    /// The subscriber's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// What this subscription has done so far.
+    pub fn stats(&self) -> SubscriptionStats {
+        self.core.stats()
+    }
+}
+
+// Nothing in it is pinned in place: the wait that borrows the mailbox is boxed.
+impl<T: Send + Sync + 'static> Unpin for MessageStream<T> {}
+
+impl<T: Send + Sync + 'static> Stream for MessageStream<T> {
+    type Item = Message<T>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message<T>>> {
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if this.next.is_none() {
+            let Some(mut inbox) = this.inbox.take() else {
+                return Poll::Ready(None);
+            };
+            this.next = Some(Box::pin(async move {
+                let message = inbox.next_async().await;
+                (inbox, message)
+            }));
+        }
+        let Some(next) = this.next.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let (inbox, message) = match next.as_mut().poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(done) => done,
+        };
+        this.next = None;
+        let lifecycle = &this.engine.lifecycle;
+        let counters = &this.core.counters;
+        let Some(message) = message else {
+            this.inbox = Some(inbox);
+            this.ended = true;
+            lifecycle.finished(&this.core);
+            return Poll::Ready(None);
+        };
+        // Handed to the application: delivered.
+        Counters::bump(&counters.taken);
+        Counters::bump(&counters.delivered);
+        if !lifecycle.is_open() && inbox.is_empty() {
+            lifecycle.poke();
+        }
+        this.inbox = Some(inbox);
+        Poll::Ready(Some(message))
+    }
+}
+
+impl<T: Send + Sync + 'static> Drop for MessageStream<T> {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.engine.detach(&self.core);
+        // A pending wait holds the mailbox; dropping it lets go of the mailbox too.
+        self.next = None;
+        if let Some(mut inbox) = self.inbox.take() {
+            crate::worker::abandon_rest(&self.core, || inbox.try_next(), "stream dropped");
+        }
+        self.engine.lifecycle.finished(&self.core);
+    }
+}
+
+impl<T: Send + Sync + 'static> std::fmt::Debug for MessageStream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageStream")
+            .field("name", &self.core.name)
+            .field("topic", &self.core.topic)
+            .finish_non_exhaustive()
+    }
+}

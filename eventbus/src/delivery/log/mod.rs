@@ -1,0 +1,575 @@
+//! Logs: the delivery kind of a topic that keeps its history (`#[topic(retain = N)]`), beside
+//! `mailbox.rs`. One bounded ring of messages per topic, shared by all its subscriptions;
+//! each subscription is a [`Cursor`], a position in it. A publish appends once, whatever the
+//! number of subscribers, and writes nothing per subscription: a log subscription's
+//! `received` is read off the log (from where it started to the log's end, or to where it
+//! was retired), not counted.
+//!
+//! # The ring, and what each side writes
+//!
+//! The ring holds `(published at, Message<T>)`, one shared reference per message, in
+//! `retain` rounded up to a power of two slots (`slots.rs`): seq `s` in slot `s % slots`.
+//! Publishers append under the topic's order lock, so one at a time, and under the ring
+//! lock; each append trims the front to `retain` messages (taking seq `s - retain` out of
+//! its slot before it puts `s` in its own, which is the same slot when `retain` is a power
+//! of two) and, with `retain_for`, drops what is older, but never past a `Block`
+//! subscription's position. A worker takes references out (a batch for `Block`, one at a
+//! time for `DropOldest`, so a stalled `DropOldest` subscription holds nothing beyond the log
+//! but the message in its handler), and after each message is finished moves its position
+//! on. A worker that finds its next seq trimmed (lapped) counts the gap as dropped and reads
+//! on from the oldest kept.
+//!
+//! # Lending
+//!
+//! The thread worker of a `Block` subscription takes no reference and no lock per message:
+//! its handler reads the message in its slot. An atomic increment and decrement per delivery
+//! on a line every subscriber writes, and the ring lock held while cloning a batch, were most
+//! of a log delivery's cost (BENCHMARKS.md). While the subscription is *protected* (open, and
+//! among the ring's cursors) this is sound: a publish of seq `s` waits while `s - position >=
+//! capacity`, and `capacity <= retain`, so no slot at or past the worker's position is
+//! written, and the age trim stops at it too. The worker copies the message's handle out of
+//! its slot (an uncounted alias: `Message::alias`) and lends the copy.
+//!
+//! Retiring or removing the subscription *unprotects* it, under the ring lock: it waits out
+//! a copy in progress (the cursor's `lend` state: the worker copies between `COPYING` and
+//! `IDLE`; a few instructions), and if the worker holds a copy, keeps a counted reference to
+//! that message in the ring (`held`) until the worker lets go of it, since its slot may now
+//! be written. After that the worker takes references under the ring lock, as `DropOldest`
+//! ones do, and may be lapped.
+//!
+//! # The seam
+//!
+//! A subscription joins the log under the ring lock: its start is resolved (`Now` is the
+//! log's end) and its cursor added in one step, and every append happens under that lock
+//! too; so every message is either before the start (history, or not this subscription's)
+//! or after it (read live), never both and never neither.
+//!
+//! # Overflow as rules for positions
+//!
+//! `Block`: a publish of seq `s` waits while some `Block` cursor has `s - position >=
+//! capacity` (capacity at most `retain`, so a `Block` subscription is never lapped). The
+//! publisher keeps a lower bound of `min(position + capacity)` (`Ring::limit`; positions only
+//! grow) and looks at the cursors only when it reaches it. To wait, it sets
+//! `publisher_waiting`, looks at the positions again, snoozes a few turns (as a caught-up
+//! worker does before it sleeps on `arrived`), and sleeps on `advanced`; a worker stores
+//! its position, then reads the flag (both sequentially consistent, so one sees the other)
+//! and, if set, notifies under the ring lock. `DropOldest`: the trim laps it. `DropNewest`
+//! has no meaning on a shared log and is refused at subscribe.
+//!
+//! # Retiring
+//!
+//! `retire` sets the cursor's `end` to the log's end under the ring lock: what was appended
+//! before is delivered, nothing after arrives. The worker stops once it has read up to `end`.
+//!
+//! # Locks
+//!
+//! The ring lock is taken after the topic's order lock (by a publisher), or alone (by a
+//! worker, a subscribe, a retire, stats); never the other way round. While holding it a
+//! publisher may take the wait-graph records (`deadlock.rs`), one at a time. Trimmed messages
+//! are let go of after it is released.
+
+mod reader;
+pub(crate) mod slots;
+
+pub(crate) use reader::{reader, Closing, Reader};
+
+use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicU8, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    Ordering::SeqCst,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, TryRecvError};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::deadlock::{self, TopicWaits, WaitNode};
+use crate::delivery::core::{Retire, SubscriptionCore};
+use crate::delivery::log::slots::Slots;
+use crate::message::shared::Pool;
+use crate::message::Message;
+use crate::message::{Envelope, Taken};
+use crate::options::filter::Verdict;
+use crate::options::Overflow;
+use crate::options::Retention;
+use crate::options::Start;
+use crate::stats::{Counters, LogView};
+use crate::trace;
+use crate::util::snooze::Snooze;
+
+/// A cursor's `end` while it is not retired.
+const OPEN: u64 = u64::MAX;
+
+/// A cursor's `lent` while its worker holds no copied handle.
+const NONE: u64 = u64::MAX;
+
+/// A lending cursor's states (see the module docs).
+const IDLE: u8 = 0;
+const COPYING: u8 = 1;
+const UNPROTECTED: u8 = 2;
+
+/// How often a publisher waiting for a `Block` subscription looks again (for a forced stop,
+/// a deadline, or a cycle), besides being woken.
+const RECHECK: Duration = Duration::from_millis(5);
+
+/// The most references a `Block` worker takes out of the ring at once.
+const BATCH: usize = 64;
+
+/// Why an append did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoRoom {
+    /// A `Block` subscription was `capacity` behind, and the publish would not wait.
+    Full,
+    /// Still behind at the deadline.
+    Timeout,
+    /// A forced stop came while waiting.
+    Stopped,
+    /// The publisher is a handler whose wait would lead back to itself.
+    WouldDeadlock,
+}
+
+/// How an append may wait for room: until when (`None`: as long as it takes; `Some(None)`:
+/// not at all), until a forced stop (`stop`), and as which publisher in the wait graph.
+#[derive(Clone, Copy)]
+pub(crate) struct RoomWait<'a> {
+    pub(crate) by: Option<Option<Instant>>,
+    pub(crate) stop: &'a Receiver<()>,
+    pub(crate) waits: &'a TopicWaits,
+    pub(crate) publisher: Option<&'a Arc<WaitNode>>,
+}
+
+/// One topic's log.
+pub(crate) struct Log<T> {
+    topic: &'static str,
+    retention: Retention,
+    /// The messages kept: seqs `oldest..tail`. Written under the ring lock.
+    slots: Slots<(Instant, Message<T>)>,
+    ring: Mutex<Ring<T>>,
+    /// Workers that have read everything wait here for an append or their retire.
+    arrived: Condvar,
+    /// A publisher waiting for a `Block` subscription to move waits here.
+    advanced: Condvar,
+    /// The next message's seq: written under the ring lock, read without it (views, stats).
+    tail: AtomicU64,
+    /// The oldest kept message's seq (`tail` when none is): written under the ring lock.
+    oldest: AtomicU64,
+    /// Set while a publisher waits on `advanced` (see the module docs). On a line of its own:
+    /// workers read it for every message, and the publisher writes `tail` for every one.
+    publisher_waiting: crate::util::padded::Padded<AtomicBool>,
+    /// While a publisher waits: the position at which the subscription it waits for wakes it.
+    wake_at: AtomicU64,
+    /// `publish_async` calls wait here for a `Block` subscription to move.
+    #[cfg(feature = "tokio")]
+    room: crate::util::wake::Wake,
+    /// Task workers and streams that have read everything wait here for an append or their
+    /// retire.
+    #[cfg(feature = "tokio")]
+    arrived_tasks: crate::util::wake::Wake,
+    /// How many readers are tasks or streams: while there are any, an append tells
+    /// `arrived_tasks`, fenced so that no waiter is missed (see `wake.rs`).
+    #[cfg(feature = "tokio")]
+    task_readers: std::sync::atomic::AtomicUsize,
+}
+
+struct Ring<T> {
+    cursors: Vec<Arc<Cursor>>,
+    /// References to messages whose handles unprotected lending workers still hold, by
+    /// subscription (see the module docs: lending).
+    held: Vec<(u64, Message<T>)>,
+    /// A publish of a seq below this needs no look at the cursors: `min(position + capacity)`
+    /// over open `Block` cursors as last computed (a lower bound, since positions only grow;
+    /// a join lowers it).
+    limit: u64,
+    /// Workers waiting on `arrived`.
+    sleepers: usize,
+}
+
+/// One subscription's place in a log.
+pub(crate) struct Cursor {
+    /// This subscription in the wait graph.
+    node: Arc<WaitNode>,
+    /// `Some(capacity)` for a `Block` subscription.
+    block: Option<u64>,
+    /// Where it started: set at join, under the ring lock.
+    start: AtomicU64,
+    /// The first seq it has not finished: written by its worker.
+    position: AtomicU64,
+    /// The next seq its worker takes out of the ring: written by its worker.
+    read: AtomicU64,
+    /// `OPEN`, or the log's end when it was retired: written under the ring lock.
+    end: AtomicU64,
+    /// Messages its filter rejected, which it did not receive: written by its worker.
+    filtered: AtomicU64,
+    /// Whether its worker reads messages in their slots (a thread worker, `Block`).
+    lends: bool,
+    /// `IDLE`, `COPYING` or `UNPROTECTED` (see the module docs).
+    lend: AtomicU8,
+    /// The seq of the handle its worker copied and holds, or `NONE`: written by its worker
+    /// while `COPYING`.
+    lent: AtomicU64,
+}
+
+fn stopped(stop: &Receiver<()>) -> bool {
+    matches!(stop.try_recv(), Err(TryRecvError::Disconnected))
+}
+
+impl<T: Send + Sync + 'static> Log<T> {
+    pub(crate) fn new(topic: &'static str, retention: Retention) -> Self {
+        Log {
+            topic,
+            retention,
+            slots: Slots::new(retention.messages),
+            ring: Mutex::new(Ring {
+                cursors: Vec::new(),
+                held: Vec::new(),
+                limit: u64::MAX,
+                sleepers: 0,
+            }),
+            arrived: Condvar::new(),
+            advanced: Condvar::new(),
+            tail: AtomicU64::new(0),
+            oldest: AtomicU64::new(0),
+            publisher_waiting: crate::util::padded::Padded(AtomicBool::new(false)),
+            wake_at: AtomicU64::new(0),
+            #[cfg(feature = "tokio")]
+            room: crate::util::wake::Wake::default(),
+            #[cfg(feature = "tokio")]
+            arrived_tasks: crate::util::wake::Wake::default(),
+            #[cfg(feature = "tokio")]
+            task_readers: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Messages kept now, and the oldest one's seq.
+    pub(crate) fn extent(&self) -> (u64, u64) {
+        let oldest = self.oldest.load(Acquire);
+        let tail = self.tail.load(Acquire);
+        (tail.saturating_sub(oldest), oldest)
+    }
+
+    /// Appends message `seq` (the topic's next), waiting as `room_by` allows for `Block`
+    /// subscriptions: `None` as long as it takes (a forced stop ends the wait and the message
+    /// is appended anyway: accepted, then abandoned with the rest), `Some(None)` not at all,
+    /// `Some(Some(deadline))` until then. Called under the topic's order lock. With `share`,
+    /// returns another reference to the message, for the topic's observers (made only when
+    /// asked: a reference costs an atomic).
+    pub(crate) fn append(
+        &self,
+        pool: &mut Pool<Envelope<T>>,
+        seq: u64,
+        payload: T,
+        wait: RoomWait<'_>,
+        share: bool,
+    ) -> Result<Option<Message<T>>, (T, NoRoom)> {
+        let room_by = wait.by;
+        // Lock order: row 6 (the ring), under row 4 (and row 5 turns for an all-or-nothing
+        // publish); row 8 inside it while waiting for room; see engine/mod.rs.
+        let mut ring = self.ring.lock();
+        if seq >= ring.limit {
+            match self.wait_for_room(&mut ring, seq, wait) {
+                Ok(()) => {}
+                Err(NoRoom::Stopped) if room_by.is_none() => {
+                    // Appended anyway (accepted, then abandoned with the rest), into a slot a
+                    // `Block` worker may be at: from here on no worker reads in place, and the
+                    // message a worker holds is kept (see the module docs: lending).
+                    for cursor in ring.cursors.clone() {
+                        self.unprotect(&mut ring, &cursor);
+                    }
+                }
+                Err(why) => return Err((payload, why)),
+            }
+        }
+        let message = match pool
+            .shared(Envelope::new(seq, self.topic, payload), 1)
+            .next()
+        {
+            Some(reference) => Message::new(reference),
+            None => unreachable!("`shared` hands out at least one reference"),
+        };
+        // Another share of it, for the topic's observers.
+        let shared = share.then(|| message.clone());
+        let now = Instant::now();
+        // A full ring trims one message per append, `retain` before this one, held on the
+        // stack, so that the append allocates nothing but the message. `trimmed` allocates
+        // only for an age trim.
+        let mut trimmed = None;
+        let retain = self.retention.messages as u64;
+        // SAFETY (both): under the ring lock; no lending worker reads these slots. One holds
+        // seq `seq - retain` or nothing, the other `seq - slots` (at most `seq - retain`,
+        // so trimmed) or nothing: both behind every protected position (see the module docs).
+        let lapped = match seq.checked_sub(retain) {
+            Some(lapped) => unsafe { self.slots.replace(lapped, None) },
+            None => None,
+        };
+        let before = unsafe { self.slots.replace(seq, Some((now, message))) };
+        debug_assert!(before.is_none(), "a slot's last message was trimmed before");
+        let oldest = self.oldest.load(Relaxed);
+        self.tail.store(seq + 1, Release);
+        self.oldest
+            .store(oldest.max((seq + 1).saturating_sub(retain)), Release);
+        if self.retention.max_age.is_some() {
+            self.trim_expired(&mut ring, now, trimmed.get_or_insert_with(Vec::new));
+        }
+        if ring.sleepers > 0 {
+            self.arrived.notify_all();
+        }
+        drop(ring);
+        // After the ring lock: a task reader that joined before this append is counted.
+        #[cfg(feature = "tokio")]
+        if self.task_readers.load(Relaxed) > 0 {
+            self.arrived_tasks.notify_now();
+        }
+        // User code (the payloads' `Drop`), run with the ring lock let go. The trimmed
+        // message is usually the ring's alone: its block comes straight back to the pool.
+        if let Some((_, lapped)) = lapped {
+            pool.take_back(lapped.into_shared());
+        }
+        drop(before);
+        drop(trimmed);
+        Ok(shared)
+    }
+
+    #[cold]
+    fn wait_for_room(
+        &self,
+        ring: &mut MutexGuard<'_, Ring<T>>,
+        seq: u64,
+        wait: RoomWait<'_>,
+    ) -> Result<(), NoRoom> {
+        let RoomWait {
+            by: room_by,
+            stop,
+            waits,
+            publisher,
+        } = wait;
+        let _waiting = Waiting(&self.publisher_waiting.0);
+        let mut snooze = Snooze::default();
+        loop {
+            // Announced before the positions are read: see the module docs.
+            self.publisher_waiting.0.store(true, SeqCst);
+            let Some(behind) = ring.recompute_limit() else {
+                return Ok(());
+            };
+            if seq < ring.limit {
+                return Ok(());
+            }
+            let deadline = match room_by {
+                Some(None) => return Err(NoRoom::Full),
+                Some(Some(deadline)) => Some(deadline),
+                None => None,
+            };
+            let _recorded = match publisher {
+                Some(node) => match deadlock::record(node, vec![Arc::clone(&behind.node)]) {
+                    Ok(recorded) => Some(recorded),
+                    Err(deadlock::WouldDeadlock) => return Err(NoRoom::WouldDeadlock),
+                },
+                None => None,
+            };
+            if stopped(stop) {
+                return Err(NoRoom::Stopped);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return Err(NoRoom::Timeout);
+            }
+            let until = deadline.map_or(now + RECHECK, |deadline| deadline.min(now + RECHECK));
+            // Woken once the subscription has made room for a few more, not for every message
+            // it finishes: a wake-up per message per worker was most of a fan-out's cost.
+            // Announced, then the position read again (both sequentially consistent, as the
+            // worker's store and read in `advance`): one of the two sees the other.
+            let capacity = behind.block.unwrap_or(1);
+            let wake_at = (seq + (capacity / 8).clamp(1, 64)).saturating_sub(capacity);
+            self.wake_at.store(wake_at, SeqCst);
+            if behind.position.load(SeqCst) >= wake_at {
+                continue;
+            }
+            // Snoozes first, as a caught-up worker does: the room often comes within a few
+            // turns, and a sleep costs the publisher and the worker that wakes it a system
+            // call each.
+            if !snooze.is_over() {
+                waits.waiting_on(&behind.node, || {
+                    MutexGuard::unlocked(ring, || {
+                        while behind.position.load(SeqCst) < wake_at && snooze.snooze() {}
+                    });
+                });
+                continue;
+            }
+            waits.waiting_on(&behind.node, || {
+                let _ = self.advanced.wait_until(ring, until);
+            });
+        }
+    }
+
+    /// With `retain_for`: drops from the front what is older, but never what a `Block`
+    /// subscription has yet to finish.
+    fn trim_expired(
+        &self,
+        ring: &mut Ring<T>,
+        now: Instant,
+        trimmed: &mut Vec<(Instant, Message<T>)>,
+    ) {
+        let Some(cutoff) = self.retention.max_age.and_then(|age| now.checked_sub(age)) else {
+            return;
+        };
+        let tail = self.tail.load(Relaxed);
+        // SAFETY (both reads): under the ring lock, which every write takes.
+        let expired = |seq: u64| {
+            seq < tail && unsafe { self.slots.get(seq) }.is_some_and(|(at, _)| *at < cutoff)
+        };
+        let mut oldest = self.oldest.load(Relaxed);
+        if !expired(oldest) {
+            return;
+        }
+        let keep_from = ring
+            .cursors
+            .iter()
+            .filter(|c| c.block.is_some() && c.end.load(Acquire) == OPEN)
+            .map(|c| c.position.load(SeqCst))
+            .min()
+            .unwrap_or(u64::MAX);
+        while oldest < keep_from && expired(oldest) {
+            // SAFETY: under the ring lock; the slot is behind every protected position.
+            trimmed.extend(unsafe { self.slots.replace(oldest, None) });
+            oldest += 1;
+        }
+        self.oldest.store(oldest, Release);
+    }
+
+    /// Adds a subscription at `start` (see the module docs: the seam).
+    pub(crate) fn join(&self, cursor: &Arc<Cursor>, start: Start) {
+        let now = Instant::now();
+        let mut trimmed = Vec::new();
+        // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
+        let mut ring = self.ring.lock();
+        self.trim_expired(&mut ring, now, &mut trimmed);
+        let tail = self.tail.load(Relaxed);
+        let oldest = self.oldest.load(Relaxed);
+        let at = match start {
+            Start::Now => tail,
+            Start::Earliest => oldest,
+            Start::Seq(seq) => seq,
+            Start::Since(age) => match now.checked_sub(age) {
+                None => oldest,
+                // SAFETY: under the ring lock, which every write takes.
+                Some(from) => (oldest..tail)
+                    .find(|&seq| unsafe { self.slots.get(seq) }.is_some_and(|(at, _)| *at >= from))
+                    .unwrap_or(tail),
+            },
+        };
+        cursor.start.store(at, Release);
+        cursor.read.store(at, Release);
+        cursor.position.store(at, SeqCst);
+        if let Some(capacity) = cursor.block {
+            ring.limit = ring.limit.min(at.saturating_add(capacity));
+        }
+        ring.cursors.push(Arc::clone(cursor));
+        drop(ring);
+        drop(trimmed);
+    }
+
+    /// Takes a subscription's cursor out: publishes no longer wait for it.
+    pub(crate) fn remove(&self, subscription: u64) {
+        // Lock order: row 6 (the ring), under row 1 if an observer leaves; see engine/mod.rs.
+        let mut ring = self.ring.lock();
+        if let Some(at) = ring.cursors.iter().position(|c| c.node.id == subscription) {
+            let cursor = ring.cursors.remove(at);
+            self.unprotect(&mut ring, &cursor);
+        }
+        self.advanced.notify_all();
+    }
+
+    /// Takes every cursor out: a closed bus hands nothing out.
+    pub(crate) fn clear(&self) {
+        // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
+        let mut ring = self.ring.lock();
+        for cursor in std::mem::take(&mut ring.cursors) {
+            self.unprotect(&mut ring, &cursor);
+        }
+        self.advanced.notify_all();
+    }
+
+    /// From here on `cursor`'s worker reads no slot without the ring lock, and the message
+    /// whose handle it holds, if any, is kept in `held` (see the module docs: lending).
+    /// Called under the ring lock.
+    fn unprotect(&self, ring: &mut Ring<T>, cursor: &Cursor) {
+        if !cursor.lends {
+            return;
+        }
+        loop {
+            match cursor
+                .lend
+                .compare_exchange(IDLE, UNPROTECTED, SeqCst, SeqCst)
+            {
+                Ok(_) => break,
+                Err(UNPROTECTED) => return,
+                // Copying a handle: a few instructions, unless its thread was preempted.
+                Err(_) => std::thread::yield_now(),
+            }
+        }
+        // Written before the worker's last `IDLE`, which the exchange above read, or let go
+        // of since (see `Reader::let_go_copy`).
+        let lent = cursor.lent.load(SeqCst);
+        if lent == NONE {
+            return;
+        }
+        // SAFETY: under the ring lock, which every write takes.
+        if let Some((_, message)) = unsafe { self.slots.get(lent) } {
+            // It does: until now the worker was protected, so the slot of the handle it
+            // holds was not written. Checked all the same, since keeping the wrong message
+            // would leave the one lent unkept.
+            if message.seq() == lent {
+                ring.held.push((cursor.node.id, message.clone()));
+            }
+        }
+    }
+
+    /// The node of a `Block` subscription the next publish would wait for, if any: for
+    /// `publish_async`, which waits without the order lock.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn behind(&self) -> Option<Arc<WaitNode>> {
+        // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
+        let mut ring = self.ring.lock();
+        let behind = ring.recompute_limit()?;
+        (self.tail.load(Relaxed) >= ring.limit).then(|| Arc::clone(&behind.node))
+    }
+
+    /// Waits (as a task) until a `Block` subscription may have moved: woken by its worker, or
+    /// after `wake::BACKSTOP`. Holds no lock.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn room(&self) {
+        let backstop = crate::util::wake::BACKSTOP;
+        self.room.wait_unless(Some(backstop), || false).await;
+    }
+}
+
+impl<T> Ring<T> {
+    /// Sets `limit` from the open `Block` cursors; the one furthest behind.
+    fn recompute_limit(&mut self) -> Option<Arc<Cursor>> {
+        let mut behind: Option<(u64, &Arc<Cursor>)> = None;
+        for cursor in &self.cursors {
+            let Some(capacity) = cursor.block else {
+                continue;
+            };
+            if cursor.end.load(Acquire) != OPEN {
+                continue;
+            }
+            let limit = cursor.position.load(SeqCst).saturating_add(capacity);
+            if behind.map_or(true, |(least, _)| limit < least) {
+                behind = Some((limit, cursor));
+            }
+        }
+        self.limit = behind.map_or(u64::MAX, |(limit, _)| limit);
+        behind.map(|(_, cursor)| Arc::clone(cursor))
+    }
+}
+
+/// Clears `publisher_waiting` however the wait ends.
+struct Waiting<'a>(&'a AtomicBool);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, SeqCst);
+    }
+}

@@ -1,0 +1,478 @@
+//! A log subscription's side: its [`Reader`], which takes messages from the shared ring
+//! in order (lending each in place where it can, copying a handle out where it must), and
+//! how its subscription is retired. The ring, the cursors and appending are `mod.rs`.
+
+use super::*;
+/// The bus's handle on a log subscription: retiring it, and reading where it stands.
+struct Retirer<T> {
+    log: Arc<Log<T>>,
+    cursor: Arc<Cursor>,
+}
+
+impl<T: Send + Sync + 'static> Retire for Retirer<T> {
+    fn retire(&self) {
+        // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
+        let mut ring = self.log.ring.lock();
+        if self.cursor.end.load(Relaxed) == OPEN {
+            self.cursor.end.store(self.log.tail.load(Relaxed), Release);
+        }
+        // No longer waited for, so no longer protected (see the module docs: lending).
+        self.log.unprotect(&mut ring, &self.cursor);
+        self.log.arrived.notify_all();
+        self.log.advanced.notify_all();
+        #[cfg(feature = "tokio")]
+        self.log.arrived_tasks.notify_now();
+    }
+
+    fn log(&self) -> Option<LogView> {
+        let cursor = &self.cursor;
+        let read = cursor.read.load(Acquire);
+        let position = cursor.position.load(Acquire);
+        let oldest = self.log.oldest.load(Acquire);
+        let upto = self.log.tail.load(Acquire).min(cursor.end.load(Acquire));
+        let start = cursor.start.load(Acquire);
+        let filtered = cursor.filtered.load(Acquire);
+        Some(LogView {
+            received: upto.saturating_sub(start).saturating_sub(filtered),
+            position,
+            lag: upto.saturating_sub(position),
+            lapped: oldest.min(upto).saturating_sub(read),
+        })
+    }
+}
+
+impl<T> Drop for Reader<T> {
+    fn drop(&mut self) {
+        #[cfg(feature = "tokio")]
+        if self.by_task {
+            self.log.task_readers.fetch_sub(1, SeqCst);
+        }
+        if self.cursor.lends {
+            self.let_go_held();
+        }
+    }
+}
+
+impl<T> Reader<T> {
+    /// Lets go of what the ring keeps for this reader's copied handles (see the module docs:
+    /// lending), outside the ring lock: a payload's `Drop` is user code.
+    fn let_go_held(&self) {
+        let id = self.cursor.node.id;
+        let held: Vec<_> = {
+            // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
+            let mut ring = self.log.ring.lock();
+            if ring.held.is_empty() {
+                return;
+            }
+            let (mine, others) = std::mem::take(&mut ring.held)
+                .into_iter()
+                .partition(|(of, _)| *of == id);
+            ring.held = others;
+            mine
+        };
+        drop(held);
+    }
+}
+
+/// The worker's end of a log subscription.
+pub(crate) struct Reader<T> {
+    log: Arc<Log<T>>,
+    cursor: Arc<Cursor>,
+    core: Arc<SubscriptionCore>,
+    /// References taken out of the ring, not yet handed to the handler.
+    batch: VecDeque<Message<T>>,
+    /// The handle of the message lent to the handler, copied out of its slot (see the module
+    /// docs: lending). Never dropped: it is not counted.
+    copy: Option<ManuallyDrop<Message<T>>>,
+    /// A lending worker's bound: messages before it are in the log for it (see `next_lent`).
+    visible: u64,
+    batch_size: usize,
+    /// The seq of the message last handed out: finished when the next is asked for.
+    in_hand: Option<u64>,
+    stop: Receiver<()>,
+    /// Called, with no lock held, when messages its filter skipped leave it with nothing to
+    /// do: a closing bus looks whether it has drained (the engine's `Lifecycle::poke`).
+    idle: Box<dyn Fn() + Send + Sync>,
+    /// Read by a task or a stream (counted in `Log::task_readers`).
+    #[cfg(feature = "tokio")]
+    by_task: bool,
+}
+
+/// What a reader needs from its bus for closing.
+pub(crate) struct Closing {
+    /// Disconnected by a forced stop.
+    pub(crate) stop: Receiver<()>,
+    /// Tells a closing bus to look whether it has drained (`Lifecycle::poke`).
+    pub(crate) poke: Box<dyn Fn() + Send + Sync>,
+}
+
+/// A log subscription at the log's start position `start`, as its worker's end; `core` makes
+/// the subscription's shared state around its retirer. The subscription receives nothing
+/// until [`Reader::join`].
+pub(crate) fn reader<T: Send + Sync + 'static>(
+    log: &Arc<Log<T>>,
+    id: u64,
+    capacity: usize,
+    overflow: Overflow,
+    by_task: bool,
+    closing: Closing,
+    core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
+) -> Reader<T> {
+    #[cfg(feature = "tokio")]
+    if by_task {
+        log.task_readers.fetch_add(1, SeqCst);
+    }
+    #[cfg(not(feature = "tokio"))]
+    let _ = by_task;
+    let block = (overflow == Overflow::Block).then_some(capacity as u64);
+    let cursor = Arc::new(Cursor {
+        node: WaitNode::new(id),
+        block,
+        start: AtomicU64::new(0),
+        position: AtomicU64::new(0),
+        read: AtomicU64::new(0),
+        end: AtomicU64::new(OPEN),
+        filtered: AtomicU64::new(0),
+        lends: block.is_some() && !by_task,
+        lend: AtomicU8::new(IDLE),
+        lent: AtomicU64::new(NONE),
+    });
+    let retirer = Retirer {
+        log: Arc::clone(log),
+        cursor: Arc::clone(&cursor),
+    };
+    let mut core = core(Box::new(retirer));
+    // One node for the subscription: the cursor's, which publishers record waits on.
+    core.node = Arc::clone(&cursor.node);
+    Reader {
+        log: Arc::clone(log),
+        cursor,
+        core: Arc::new(core),
+        batch: VecDeque::new(),
+        copy: None,
+        visible: 0,
+        batch_size: if block.is_some() {
+            BATCH.min(capacity)
+        } else {
+            1
+        },
+        in_hand: None,
+        stop: closing.stop,
+        idle: closing.poke,
+        #[cfg(feature = "tokio")]
+        by_task,
+    }
+}
+
+impl<T: Send + Sync + 'static> Reader<T> {
+    pub(crate) fn core(&self) -> &Arc<SubscriptionCore> {
+        &self.core
+    }
+
+    /// Joins the log at `start`: from here on the subscription receives.
+    pub(crate) fn join(&self, start: Start) {
+        self.log.join(&self.cursor, start);
+    }
+
+    /// The next message, waiting for one; `None` once retired and everything before the
+    /// retire has been read. Asking for the next finishes the one before. Lent in its slot
+    /// where the subscription lends (a thread worker's, `Block`, still protected: see the
+    /// module docs).
+    pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        if !self.cursor.lends {
+            return self.take(true).map(Taken::Owned);
+        }
+        self.finish_in_hand();
+        let mut skipped = false;
+        loop {
+            if !self.batch.is_empty() {
+                // Taken under the lock after a lap (below).
+                return self.take(true).map(Taken::Owned);
+            }
+            let read = self.cursor.read.load(Relaxed);
+            // The log's tail is written by every append: read again only once the messages
+            // known to be there are taken, so that a worker does not pull its line away from
+            // the publisher for every message.
+            if read >= self.visible {
+                self.visible = self.readable_to();
+            }
+            if read >= self.visible {
+                if skipped {
+                    (self.idle)();
+                    skipped = false;
+                }
+                if !self.wait_for_more(read) {
+                    return None;
+                }
+                continue;
+            }
+            let Some(copy) = self.copy_out(read) else {
+                // Unprotected, or lapped before it started (a trimmed `Seq` start): taken
+                // under the ring lock, where the lap is counted.
+                return self.take(true).map(Taken::Owned);
+            };
+            self.cursor.read.store(read + 1, Release);
+            if self.wants(&copy) {
+                self.in_hand = Some(read);
+                let lent: &Message<T> = self.copy.insert(copy);
+                return Some(Taken::Lent(lent));
+            }
+            self.let_go_copy();
+            self.advance(read + 1);
+            skipped = true;
+        }
+    }
+
+    /// A copy of the handle of message `seq` in its slot, if the subscription is protected
+    /// and the slot holds it (see the module docs: lending).
+    fn copy_out(&self, seq: u64) -> Option<ManuallyDrop<Message<T>>> {
+        let lend = &self.cursor.lend;
+        if lend
+            .compare_exchange(IDLE, COPYING, Acquire, Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        self.cursor.lent.store(seq, Relaxed);
+        // SAFETY: protected (the exchange above, which `unprotect` waits out), so no thread
+        // writes this slot: `seq` is at or past the position, and below the tail.
+        let copy = unsafe { self.log.slots.get(seq) }
+            .filter(|(_, message)| message.seq() == seq)
+            // SAFETY: the ring's reference keeps the message while protected, and `held`
+            // keeps it after; the copy is never dropped.
+            .map(|(_, message)| unsafe { message.alias() });
+        if copy.is_none() {
+            self.cursor.lent.store(NONE, Relaxed);
+        }
+        lend.store(IDLE, Release);
+        copy
+    }
+
+    /// The message in hand is finished: let go of it and move the position on.
+    fn finish_in_hand(&mut self) {
+        if let Some(seq) = self.in_hand.take() {
+            if self.copy.take().is_some() {
+                self.let_go_copy();
+            }
+            self.advance(seq + 1);
+        }
+    }
+
+    /// The worker is done with the handle it copied (the handler or filter has returned).
+    /// Sequentially consistent, as `unprotect`'s exchange and read: either this sees the
+    /// subscription unprotected and lets go of what the ring kept for it, or `unprotect` sees
+    /// no handle and keeps nothing; and the handler's reads happen before any free that
+    /// follows an `unprotect` that saw none.
+    fn let_go_copy(&self) {
+        self.cursor.lent.swap(NONE, SeqCst);
+        if self.cursor.lend.load(SeqCst) == UNPROTECTED {
+            self.let_go_held();
+        }
+    }
+
+    /// The next message, awaiting one (a task worker's or a stream's); `None` once retired and
+    /// everything before the retire has been read. Holds no lock across an `.await`.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
+        loop {
+            if let Some(message) = self.take(false) {
+                return Some(message);
+            }
+            if self.cursor.end.load(Acquire) != OPEN && self.is_empty() {
+                return None;
+            }
+            let read = self.cursor.read.load(Relaxed);
+            let (log, cursor) = (&self.log, &self.cursor);
+            // Every append and retire tells a counted waiter, fenced: no time-out is needed.
+            log.arrived_tasks
+                .wait_unless(None, || {
+                    log.tail.load(SeqCst) > read || cursor.end.load(SeqCst) != OPEN
+                })
+                .await;
+        }
+    }
+
+    /// The next message already in the log, without waiting: after a forced stop.
+    pub(crate) fn try_next(&mut self) -> Option<Message<T>> {
+        self.take(false)
+    }
+
+    /// Whether nothing is left to read now.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.cursor.read.load(Relaxed) >= self.readable_to()
+    }
+
+    /// Where this reader's messages end now: the log's end, or where it was retired.
+    fn readable_to(&self) -> u64 {
+        self.log
+            .tail
+            .load(Acquire)
+            .min(self.cursor.end.load(Acquire))
+    }
+
+    /// Moves the position on to `seq`: everything before it is finished.
+    fn advance(&self, seq: u64) {
+        let before = self.cursor.position.swap(seq, SeqCst);
+        // Only the step that reaches the waiting publisher's mark wakes it (see
+        // `wait_for_room`).
+        if self.log.publisher_waiting.0.load(SeqCst) {
+            let wake_at = self.log.wake_at.load(SeqCst);
+            if before < wake_at && seq >= wake_at {
+                // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
+                let _ring = self.log.ring.lock();
+                self.log.advanced.notify_all();
+            }
+        }
+        #[cfg(feature = "tokio")]
+        self.log.room.notify();
+    }
+
+    /// Whether the subscription's filter lets `message` through. One it rejects is counted
+    /// as filtered (and not received); one it panics on, as dropped. A log hands every
+    /// message to every subscription, so a log subscription's filter runs here, on its
+    /// worker, not on the publisher's thread.
+    fn wants(&self, message: &Message<T>) -> bool {
+        let Some(filter) = &self.core.options.filter else {
+            return true;
+        };
+        match filter.verdict(message.payload()) {
+            Verdict::Accept => true,
+            Verdict::Reject => {
+                Counters::bump(&self.core.counters.filtered);
+                // Before the position moves, so `received` never reads it as unfinished.
+                Counters::bump(&self.cursor.filtered);
+                false
+            }
+            Verdict::Panicked => {
+                trace::dropped(
+                    self.log.topic,
+                    message.seq(),
+                    &self.core.name,
+                    "filter panicked",
+                );
+                Counters::bump(&self.core.counters.dropped);
+                false
+            }
+        }
+    }
+
+    fn take(&mut self, wait: bool) -> Option<Message<T>> {
+        self.finish_in_hand();
+        let mut skipped = false;
+        loop {
+            let message = match self.take_any(false) {
+                Some(message) => message,
+                None if !wait => {
+                    if skipped {
+                        (self.idle)();
+                    }
+                    return None;
+                }
+                None => {
+                    // What the filter skipped finished without the worker seeing it: a
+                    // closing bus must hear of it before this worker sleeps.
+                    if skipped {
+                        (self.idle)();
+                    }
+                    self.take_any(true)?
+                }
+            };
+            if self.wants(&message) {
+                self.in_hand = Some(message.seq());
+                return Some(message);
+            }
+            let next = message.seq() + 1;
+            drop(message);
+            self.advance(next);
+            skipped = true;
+        }
+    }
+
+    /// The next message in the log, whether the filter wants it or not.
+    fn take_any(&mut self, wait: bool) -> Option<Message<T>> {
+        if self.batch.is_empty() && !self.wait_until(wait, Self::fill) {
+            return None;
+        }
+        self.batch.pop_front()
+    }
+
+    /// Waits until the log has a message past `read` for this reader, without taking it
+    /// (a lending reader's wait); false once retired and read up to the end, or stopped.
+    fn wait_for_more(&mut self, read: u64) -> bool {
+        self.wait_until(true, |this| read < this.readable_to())
+    }
+
+    /// Waits until `ready`, asked under the ring lock; false if it was not and will not be
+    /// (retired and read up to the end, or stopped), or `wait` is false.
+    fn wait_until(&mut self, wait: bool, mut ready: impl FnMut(&mut Self) -> bool) -> bool {
+        {
+            let log = Arc::clone(&self.log);
+            // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
+            let mut ring = log.ring.lock();
+            let mut snooze = Snooze::default();
+            while !ready(self) {
+                let ended = self.cursor.end.load(Acquire) != OPEN;
+                if !wait || ended || stopped(&self.stop) {
+                    return false;
+                }
+                // A worker that caught up snoozes before it sleeps, watching the tail with the
+                // ring lock let go: a sleeping worker must be woken by the next append, and
+                // waking many is the one part of an append that grows with the subscribers.
+                // A turn is spent only while the tail has not moved; `ready` holds once it has
+                // (for an open cursor), so this loop ends.
+                if !snooze.is_over() {
+                    let read = self.cursor.read.load(Relaxed);
+                    let cursor = &self.cursor;
+                    MutexGuard::unlocked(&mut ring, || {
+                        while log.tail.load(Acquire) <= read
+                            && cursor.end.load(Acquire) == OPEN
+                            && snooze.snooze()
+                        {}
+                    });
+                    continue;
+                }
+                ring.sleepers += 1;
+                log.arrived.wait(&mut ring);
+                ring.sleepers -= 1;
+            }
+        }
+        true
+    }
+
+    /// Takes references out of the ring into `batch`, counting a lap as dropped; whether it
+    /// took any. Under the ring lock.
+    fn fill(&mut self) -> bool {
+        let upto = self.readable_to();
+        let oldest = self.log.oldest.load(Relaxed);
+        let mut read = self.cursor.read.load(Relaxed);
+        let lapped_to = oldest.min(upto);
+        if read < lapped_to {
+            for seq in read..lapped_to {
+                trace::dropped(self.log.topic, seq, &self.core.name, "trimmed from the log");
+            }
+            // The lap stops showing in the view (`Retirer::log`) before it is counted, so a
+            // stats reading sees it once or not yet (`queued` high for a moment), never twice
+            // (`queued` low: a reader would think the subscription idle).
+            self.cursor.read.store(lapped_to, Release);
+            Counters::add(&self.core.counters.dropped, lapped_to - read);
+            read = lapped_to;
+            // Nothing is in hand: the position moves on with the read.
+            self.cursor.position.store(read, SeqCst);
+            if self.log.publisher_waiting.0.load(SeqCst) {
+                self.log.advanced.notify_all();
+            }
+        }
+        let n = upto.saturating_sub(read).min(self.batch_size as u64);
+        if n == 0 {
+            self.cursor.read.store(read, Release);
+            return false;
+        }
+        // SAFETY: under the ring lock, which every write takes.
+        let slots = &self.log.slots;
+        self.batch.extend(
+            (read..read + n).filter_map(|seq| unsafe { slots.get(seq) }.map(|(_, m)| m.clone())),
+        );
+        self.cursor.read.store(read + n, Release);
+        n > 0
+    }
+}

@@ -1,0 +1,15 @@
+//! Delivery: how a published message reaches a subscription's worker. One file per kind:
+//!
+//! - `mailbox.rs`: a bounded mailbox per subscription, with its overflow policy;
+//! - `log/`: a topic's shared log, read by each subscription at a position of its own;
+//! - `group.rs`: a consumer group, one subscription over several workers;
+//! - `observer.rs`: a subscriber of every topic whose name matches a pattern.
+//!
+//! `core.rs` is what every kind shares with the worker, the lifecycle and the engine: one
+//! subscription's name, options, counters and wait-graph node, and how to retire it.
+
+pub(crate) mod core;
+pub(crate) mod group;
+pub(crate) mod log;
+pub(crate) mod mailbox;
+pub(crate) mod observer;

@@ -1,0 +1,148 @@
+//! Subscribing a consumer group: several workers over one subscription, with a mailbox each
+//! (keyed) or one they share (keyless); see `delivery/group.rs`.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use crate::delivery::core::{Consumer, SubscriptionCore};
+use crate::delivery::group::{Group, Shared, SharedRun};
+use crate::delivery::mailbox::{mailbox, shared_mailbox};
+use crate::error::SubscribeError;
+use crate::message::Message;
+use crate::options::Options;
+use crate::topic::Topic;
+use crate::worker::{self, Context, Source};
+
+use super::{subscription_name, typed, Engine, Entry};
+
+impl Engine {
+    /// Starts a consumer group of `T` (`group.rs`): `options.workers` thread workers running
+    /// `handler`, with a mailbox each (a key) or one they share (no key).
+    pub(super) fn subscribe_group<T: Topic>(
+        &self,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let name: Arc<str> =
+            subscription_name(&options, self.next_subscription.load(Relaxed)).into();
+        let group = |why| SubscribeError::Group {
+            name: name.to_string(),
+            topic: T::name(),
+            why,
+        };
+        if T::retention().is_some() {
+            return Err(group(
+                "a log topic's subscription reads its log at one position, which a group's \
+                 workers cannot share",
+            ));
+        }
+        if options.key.is_some() && options.workers == 1 {
+            return Err(group(
+                "a key picks one of a group's workers: ask for `workers(n)` with n > 1",
+            ));
+        }
+        let mailboxes = if options.key.is_some() {
+            options.workers
+        } else {
+            1
+        };
+        let (topic, retention) = (T::name(), T::retention());
+        self.subscribe_checked::<T, _>(topic, retention, options, mailboxes, |this, id, options| {
+            this.start_group(id, name, options, handler)
+        })
+    }
+
+    /// Starts a group's workers and puts its mailboxes on the topic, all in one edit.
+    pub(super) fn start_group<T: Topic>(
+        &self,
+        id: u64,
+        name: Arc<str>,
+        options: Options,
+        handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let topic = self.topic::<T>();
+        let typed = typed::<T>(&*topic);
+        let context = Context {
+            bus: self.id,
+            lifecycle: Arc::clone(&self.lifecycle),
+            dead_letters: Arc::clone(&self.dead_letters),
+        };
+        let of = options.workers;
+        let new_core = |retirer| {
+            let id = self.next_subscription.fetch_add(1, Relaxed);
+            let topic = T::name();
+            SubscriptionCore::new(
+                id,
+                Arc::clone(&name),
+                topic,
+                options.clone(),
+                Consumer::Worker,
+                retirer,
+            )
+        };
+        let mut workers: Vec<Arc<SubscriptionCore>> = Vec::with_capacity(of);
+        let mut outboxes = Vec::new();
+        // Starts one worker; on failure, retires those started (none is on the topic yet).
+        let spawn =
+            |workers: &mut Vec<Arc<SubscriptionCore>>, core: Arc<SubscriptionCore>, inbox| {
+                self.lifecycle.started(Arc::clone(&core));
+                let handler = Arc::clone(&handler);
+                let run = move |m: &Message<T>| handler(m);
+                match worker::thread::spawn(
+                    Source::Mailbox(inbox),
+                    Arc::clone(&core),
+                    context.clone(),
+                    run,
+                ) {
+                    Ok(()) => {
+                        workers.push(core);
+                        Ok(())
+                    }
+                    Err(source) => {
+                        self.lifecycle.finished(&core);
+                        core.retire();
+                        for worker in workers.iter() {
+                            worker.retire();
+                        }
+                        Err(SubscribeError::Spawn {
+                            name: name.to_string(),
+                            source,
+                        })
+                    }
+                }
+            };
+        let shared = if options.key.is_some() {
+            for index in 0..of {
+                let (mut outbox, inbox) =
+                    mailbox(options.capacity, typed.handouts(), false, new_core);
+                outbox.route(index, of);
+                spawn(&mut workers, Arc::clone(&outbox.core), inbox)?;
+                outboxes.push(Arc::new(outbox));
+            }
+            None
+        } else {
+            let (outbox, inbox) = shared_mailbox(options.capacity, typed.handouts(), new_core);
+            let shared = Arc::clone(&outbox.core);
+            for _ in 0..of {
+                let mut core = new_core(Box::new(Shared(Arc::clone(&shared))));
+                core.shares_mailbox = true;
+                if let Err(error) = spawn(&mut workers, Arc::new(core), inbox.clone()) {
+                    shared.retire();
+                    return Err(error);
+                }
+            }
+            outboxes.push(Arc::new(outbox));
+            Some(shared)
+        };
+        let delivery = Box::new(Group::new(workers, shared));
+        let core = SubscriptionCore::new(id, name, T::name(), options, Consumer::Worker, delivery);
+        let core = Arc::new(core);
+        typed.add_all(outboxes);
+        // Lock order: row 2 (`subscriptions`), nothing else held; see engine/mod.rs.
+        self.subscriptions.lock().push(Entry {
+            core: Arc::clone(&core),
+            topic: Some(topic),
+        });
+        Ok(core)
+    }
+}

@@ -1,0 +1,702 @@
+//! A bridge to NATS JetStream (feature `nats`): a topic's messages exported from one bus to
+//! a JetStream stream, and imported from it into another bus, in another process.
+//!
+//! Facade level: it uses the [`Bus`]'s public async half (an async subscriber per exported
+//! topic, `publish_async` per imported message) and one crate-private method of it,
+//! `Bus::record_dead_letter` (an undecodable import is a dead letter no subscriber made).
+//!
+//! Feature `nats` turns on `tokio` and `serde`; its client, `async-nats`, needs rustc 1.89.
+//!
+//! # Examples
+//!
+//! Two processes, each with its bus: the shop exports its orders and imports the
+//! warehouse's reservations (`examples/nats_shop.rs` is the whole program, both roles).
+//!
+//! ```no_run
+//! use eventbus::{nats::Bridge, Bus, Message, Options, Topic};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Topic, Serialize, Deserialize)]
+//! #[topic(name = "orders.placed")]
+//! struct OrderPlaced { id: u64 }
+//!
+//! #[derive(Topic, Serialize, Deserialize)]
+//! #[topic(name = "stock.reserved")]
+//! struct StockReserved { order: u64 }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let bus = Bus::builder().build();
+//! bus.subscribe::<StockReserved>(Options::default(), |m: &Message<StockReserved>| {
+//!     println!("reserved: order {}", m.order);
+//! });
+//! let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+//! bridge.export::<OrderPlaced>().await?;
+//! bridge.import::<StockReserved>("shop").await?;
+//! bus.publish_async(OrderPlaced { id: 1 }).await?;
+//! // ... later: send what was accepted, await the server's acks, stop importing.
+//! bridge.close().await?;
+//! bus.close_async().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout on the server
+//!
+//! Each topic is one stream, made (or its subjects updated) by the first bridge that exports
+//! or imports it: topic `orders.placed` is subject `eventbus.orders.placed` and stream
+//! `eventbus_orders_placed`. A character a subject token cannot hold (anything but ASCII
+//! letters, digits and `-`, and a `.` that would leave a token empty) is written `~XX`, its
+//! UTF-8 bytes in hex, so distinct topic names never share a subject.
+//!
+//! # Export
+//!
+//! An exported topic has an async subscriber (by default `Block`, capacity 1024, named
+//! `nats-export:<topic>`). For each message it publishes the JSON of the value with the
+//! headers `Nats-Msg-Id` (`<bridge id>-<topic seq>`, where the bridge id is random per
+//! [`Bridge::connect`], so ids stay unique across restarts of the process although the
+//! seq starts again at 0), `Eventbus-Seq` (the topic seq) and `Eventbus-Origin` (the bridge
+//! id), and hands it to the topic's sender, which keeps up to 256 messages awaiting the
+//! server's acks, each sent expecting its predecessor to be the stream's last
+//! (`Nats-Expected-Last-Msg-Id`), so the stream holds the topic's order exactly: a message
+//! lost on the way makes the later ones be refused, never stored ahead of it. On any failure
+//! (no ack in time, connection lost, stream missing, a refused expectation) the sender sends
+//! everything not acked again, one at a time and in order, with backoff while the server
+//! cannot be reached, each with its `Nats-Msg-Id`, so the server's duplicate window
+//! (2 minutes) drops a copy that did arrive; then it opens the window again. While the
+//! server is away the window fills, then the subscriber's mailbox, and with `Block` the
+//! topic's publishers wait. A value that cannot be serialized is a failed attempt of the
+//! bus's own (retried in place as the subscriber's options say, then a dead letter); a
+//! message the server refuses for itself (too large, say) is a dead letter of the export
+//! subscriber, with its value. A topic exported by several processes goes one at a time more
+//! often (their messages interleave, so expectations fail): slower, never out of order. A log
+//! topic cannot be exported ([`Error::LogTopic`]): there a subscription's filter runs on its
+//! worker, where the bridge cannot tell an imported message from a local one.
+//!
+//! # Import
+//!
+//! An imported topic has a durable pull consumer on its stream, named by the caller (one per
+//! (name, topic)), with explicit acks and up to 1024 messages unacknowledged. JetStream
+//! redelivers an unacked message after the ones sent later, so the order is the importer's
+//! to keep, by stream sequence (the topic's stream holds nothing else, and the order the
+//! exporter gave it): it handles messages strictly one after another. A message that comes
+//! ahead of the one expected (that one was lost on the way, say with a broken connection) is
+//! neither handled nor acked; the server sends the missing one again when its ack wait
+//! (5 s) runs out, and the later ones after it. A missing message that the consumer's ack
+//! floor has passed (asked of the server: deleted from the stream, or handled in an earlier
+//! run whose ack arrived when an earlier one's did not) is not waited for. A message that comes behind
+//! (a redelivery of one already published: its ack was lost) is only acked again. Each
+//! message is decoded as JSON and published on the local bus with `publish_async`; it is
+//! acked only once the bus has accepted it (while the bus makes it wait, progress acks keep
+//! the server from sending it again). A message that cannot
+//! be decoded becomes a dead letter on the local bus (subscriber `nats-import:<name>`, seq the
+//! stream sequence, payload the raw bytes as `Vec<u8>`) and is terminated on the server so it
+//! is not sent again.
+//!
+//! An imported message is never exported again: the export subscriptions' filter refuses
+//! every message published by an importer (see `IMPORTING`), and an importer skips messages
+//! its own bridge exported (`Eventbus-Origin`).
+//!
+//! # Failures
+//!
+//! [`Bridge::connect`] fails within [`Bridge::CONNECT_TIMEOUT`] if no server answers. A
+//! connection lost later is made again by the client with backoff (doubling from 50 ms to
+//! 2 s); exports go on with the message in hand (de-duplicated by id), imports from the
+//! durable consumer's position. A crash of the importing process between the local publish
+//! and the ack delivers that message again in the next run: at least once. The bus itself
+//! keeps nothing on disk: what an exporting process had accepted but not yet sent when it
+//! crashed is lost with it (a graceful `close` sends it first).
+//!
+//! # Close
+//!
+//! [`Bridge::close`] stops the importers (each after the message in hand), then unsubscribes
+//! the exporters, which first send everything they had accepted and wait for the server's
+//! acks, for up to [`Bridge::CLOSE_TIMEOUT`]; what could not be sent by then is a dead letter,
+//! and `close` returns them all in [`Error::Unsent`]. [`Bus::close_async`] also delivers
+//! everything accepted to the exporters first (without a deadline while the server is down).
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use std::collections::VecDeque;
+use std::future::IntoFuture;
+
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::publish::PublishAck;
+use async_nats::jetstream::{self, consumer, stream, AckKind};
+use futures_core::Stream;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+mod error;
+mod export;
+mod import;
+
+use crate::bus::subscription::Subscription;
+use crate::bus::Bus;
+use crate::dead_letter::DeadLetter;
+use crate::handler::Failure;
+use crate::options::Options;
+use crate::topic::Topic;
+use export::{backoff, Handoff, Sender, WINDOW};
+use import::{Importer, IMPORT_WINDOW};
+
+/// The header holding the message's seq in its topic, on the exporting bus.
+pub const SEQ_HEADER: &str = "Eventbus-Seq";
+/// The header holding the id of the bridge that exported the message.
+pub const ORIGIN_HEADER: &str = "Eventbus-Origin";
+
+/// How long the server's ack of one export, or its answer to a request, is waited for
+/// before the message is sent again.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long an imported message may stay unacknowledged before the server sends it again
+/// (progress acks extend it while the local bus makes the importer wait).
+const ACK_WAIT: Duration = Duration::from_secs(5);
+/// How long the server remembers a `Nats-Msg-Id` to drop a copy.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// The first and the longest wait between two tries (reconnects, resends, consumer setup).
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
+
+thread_local! {
+    /// Set on this thread while an importer's `publish_async` is being polled: the hand-out
+    /// to the export subscriptions' filters happens inside that poll, on this thread, so the
+    /// filter knows exactly which messages came from an importer.
+    static IMPORTING: Cell<bool> = const { Cell::new(false) };
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub use error::Error;
+
+/// A bus's link to a NATS JetStream server: topics exported to it, imported from it.
+///
+/// # Examples
+///
+/// ```no_run
+/// use eventbus::{nats::Bridge, Bus, Topic};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Topic, Serialize, Deserialize)]
+/// #[topic(name = "orders.placed")]
+/// struct OrderPlaced { id: u64 }
+///
+/// #[derive(Topic, Serialize, Deserialize)]
+/// #[topic(name = "stock.reserved")]
+/// struct StockReserved { order: u64 }
+///
+/// # #[tokio::main] async fn main() -> Result<(), eventbus::nats::Error> {
+/// let bus = Bus::builder().build();
+/// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+/// bridge.export::<OrderPlaced>().await?;          // to subject eventbus.orders.placed
+/// bridge.import::<StockReserved>("shop").await?;  // durable consumer "shop"
+/// bus.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+/// bridge.close().await?;                          // sends what was accepted, awaits acks
+/// # Ok(()) }
+/// ```
+pub struct Bridge {
+    shared: Arc<Shared>,
+    bus: Bus,
+    exports: Mutex<Vec<Export>>,
+    imports: Mutex<Vec<Import>>,
+}
+
+/// What the bridge's handlers and tasks share.
+struct Shared {
+    js: jetstream::Context,
+    client: async_nats::Client,
+    /// Random per connect: with the topic seq, a `Nats-Msg-Id` unique across restarts.
+    id: String,
+    /// Set by `close` once its deadline has passed: exports waiting for the server give up.
+    give_up: AtomicBool,
+    runtime: tokio::runtime::Handle,
+}
+
+struct Export {
+    subscription: Subscription,
+    /// Tells the sender that the subscription is gone.
+    finish: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct Import {
+    topic: &'static str,
+    name: String,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bridge")
+            .field("id", &self.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bridge {
+    /// How long [`connect`](Bridge::connect) waits for a server.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// How long [`close`](Bridge::close) waits for the server to acknowledge what was
+    /// accepted for export.
+    pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Connects `bus` to the NATS server at `url` (`nats://host:port`). Call it on a tokio
+    /// runtime: the bridge's import tasks run there.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connect`] if no server answers within [`CONNECT_TIMEOUT`](Self::CONNECT_TIMEOUT)
+    /// (a refused connection fails at once); [`Error::NoRuntime`] outside a runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{nats::{Bridge, Error}, Bus};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let bus = Bus::builder().build();
+    /// // Port 1 on this machine: no NATS server there.
+    /// let error = Bridge::connect(&bus, "nats://127.0.0.1:1").await.unwrap_err();
+    /// assert!(matches!(error, Error::Connect { .. }));
+    /// assert!(error.to_string().starts_with("cannot connect to the NATS server at `nats://127.0.0.1:1`"));
+    /// # });
+    /// ```
+    pub async fn connect(bus: &Bus, url: &str) -> Result<Bridge, Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let connect = async_nats::ConnectOptions::new()
+            .connection_timeout(Self::CONNECT_TIMEOUT)
+            .request_timeout(Some(ACK_TIMEOUT))
+            .reconnect_delay_callback(|attempts| backoff(attempts as u32))
+            .connect(url);
+        let client = match tokio::time::timeout(Self::CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => {
+                return Err(Error::Connect {
+                    url: url.to_string(),
+                    source: Box::new(error),
+                })
+            }
+            Err(elapsed) => {
+                return Err(Error::Connect {
+                    url: url.to_string(),
+                    source: Box::new(elapsed),
+                })
+            }
+        };
+        let js = jetstream::ContextBuilder::new()
+            .timeout(ACK_TIMEOUT)
+            .build(client.clone());
+        // The client's inboxes are named with a fresh random id (a NUID): unique per process
+        // run, which the seq alone is not.
+        let inbox = client.new_inbox();
+        let id = inbox.rsplit('.').next().unwrap_or(&inbox).to_string();
+        Ok(Bridge {
+            shared: Arc::new(Shared {
+                js,
+                client,
+                id,
+                give_up: AtomicBool::new(false),
+                runtime,
+            }),
+            bus: bus.clone(),
+            exports: Mutex::new(Vec::new()),
+            imports: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// This bridge's id: random per [`connect`](Bridge::connect), the first part of each
+    /// export's `Nats-Msg-Id` and its `Eventbus-Origin` header.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The subject topic `T` is sent on: `eventbus.` and its name, escaped where needed
+    /// (see the [module docs](self)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{nats::Bridge, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced;
+    ///
+    /// #[derive(Topic)]
+    /// struct Wrapper<T>(T);
+    ///
+    /// assert_eq!(Bridge::subject::<OrderPlaced>(), "eventbus.orders.placed");
+    /// assert_eq!(Bridge::subject::<Wrapper<u8>>(), "eventbus.Wrapper~3Cu8~3E");
+    /// ```
+    pub fn subject<T: Topic>() -> String {
+        subject(T::name())
+    }
+
+    /// Exports every message of `T` published on the bus from now on to the server, with an
+    /// async subscriber: `Block`, capacity 1024, named `nats-export:<topic>`. Makes the
+    /// topic's stream if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Server`] if the stream cannot be made, [`Error::Subscribe`] if the
+    /// subscription cannot start, [`Error::Twice`] if `T` is already exported.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Serialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.export::<OrderPlaced>().await?;
+    /// bus.publish_async(OrderPlaced { id: 7 }).await?; // on subject eventbus.orders.placed
+    /// bridge.close().await?;                            // once the server has acked it
+    /// # Ok(()) }
+    /// ```
+    pub async fn export<T: Topic + Serialize>(&self) -> Result<(), Error> {
+        self.export_with::<T>(Options::default()).await
+    }
+
+    /// Exports like [`export`](Bridge::export), with the subscriber's options: capacity and
+    /// overflow (what a full mailbox does while the server is away: `Block` waits, the
+    /// others drop, counted), retries and backoff (for a value that cannot be serialized),
+    /// name.
+    ///
+    /// # Errors
+    ///
+    /// As [`export`](Bridge::export); [`Error::Filter`] when `options` hold a filter,
+    /// [`Error::LogTopic`] for a topic that keeps a log.
+    pub async fn export_with<T: Topic + Serialize>(&self, options: Options) -> Result<(), Error> {
+        if options.filter.is_some() {
+            return Err(Error::Filter { topic: T::name() });
+        }
+        if T::retention().is_some() {
+            return Err(Error::LogTopic { topic: T::name() });
+        }
+        let name = options
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("nats-export:{}", T::name()));
+        if self
+            .exports
+            .lock()
+            .iter()
+            .any(|e| e.subscription.name() == name)
+        {
+            return Err(Error::Twice { topic: T::name() });
+        }
+        self.shared.ensure_stream(T::name()).await?;
+        let (to_sender, from) = tokio::sync::mpsc::channel(WINDOW);
+        let (settled_tx, settled) = tokio::sync::watch::channel(0);
+        let (finish, finished) = tokio::sync::watch::channel(false);
+        let bus = self.bus.worker_handle();
+        let mut handoff = Handoff {
+            to_sender,
+            handed: 0,
+            settled,
+            bus: bus.worker_handle(),
+            id: self.shared.id.as_str().into(),
+        };
+        let options = options
+            .name(name.clone())
+            .filter(|_: &T| !IMPORTING.with(Cell::get));
+        let subscription = self
+            .bus
+            .try_subscribe_async::<T, _, _, _>(
+                options,
+                move |message: crate::message::Message<T>| handoff.hand(message),
+            )
+            .map_err(Error::Subscribe)?;
+        let sender = Sender::<T> {
+            shared: Arc::clone(&self.shared),
+            subject: subject(T::name()).into(),
+            topic: T::name(),
+            name: name.into(),
+            subscription: subscription.id(),
+            bus,
+            window: VecDeque::with_capacity(WINDOW),
+            last_sent: None,
+            settled: settled_tx,
+        };
+        let task = self.shared.runtime.spawn(sender.run(from, finished));
+        self.exports.lock().push(Export {
+            subscription,
+            finish,
+            task,
+        });
+        Ok(())
+    }
+
+    /// Imports `T` from the server: a durable consumer `name` on the topic's stream (made if
+    /// missing, and resumed where it was if it exists), whose messages are published on the
+    /// bus in the stream's order. Makes the topic's stream if it is missing.
+    ///
+    /// Subscribe to `T` on the bus first: the import publishes what the stream holds at once,
+    /// and a mailbox topic keeps nothing for subscribers that come later.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadName`] for a name JetStream cannot hold, [`Error::Server`] if the stream
+    /// or the consumer cannot be made, [`Error::Twice`] if `T` is already imported under
+    /// `name` by this bridge.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic, serde::Deserialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// bus.subscribe::<OrderPlaced>(Options::default(), |m: &Message<OrderPlaced>| {
+    ///     println!("order {} from another process", m.id);
+    /// });
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.import::<OrderPlaced>("warehouse").await?; // resumes where "warehouse" stopped
+    /// # Ok(()) }
+    /// ```
+    pub async fn import<T: Topic + DeserializeOwned>(&self, name: &str) -> Result<(), Error> {
+        let valid = !name.is_empty()
+            && name.len() <= 200
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid {
+            return Err(Error::BadName {
+                name: name.to_string(),
+            });
+        }
+        if self
+            .imports
+            .lock()
+            .iter()
+            .any(|i| i.topic == T::name() && i.name == name)
+        {
+            return Err(Error::Twice { topic: T::name() });
+        }
+        let stream = self.shared.ensure_stream(T::name()).await?;
+        let consumer = self.shared.consumer(&stream, T::name(), name).await?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let importer = Importer {
+            shared: Arc::clone(&self.shared),
+            bus: self.bus.clone(),
+            topic: T::name(),
+            name: name.to_string(),
+            subscriber: format!("nats-import:{name}").into(),
+            consumer: None,
+            expected: 0,
+            looked: None,
+        };
+        let task = self
+            .shared
+            .runtime
+            .spawn(importer.run::<T>(consumer, stopped));
+        self.imports.lock().push(Import {
+            topic: T::name(),
+            name: name.to_string(),
+            stop,
+            task,
+        });
+        Ok(())
+    }
+
+    /// Stops the importers (each after the message in hand), then sends everything accepted
+    /// for export and waits for the server's acks, for up to
+    /// [`CLOSE_TIMEOUT`](Self::CLOSE_TIMEOUT). The bus stays open.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsent`] with the dead letters of the exports never acknowledged (these
+    /// include exports that failed earlier).
+    pub async fn close(self) -> Result<(), Error> {
+        self.close_timeout(Self::CLOSE_TIMEOUT).await
+    }
+
+    /// Closes like [`close`](Bridge::close), waiting at most `timeout` for the server's acks.
+    ///
+    /// # Errors
+    ///
+    /// As [`close`](Bridge::close).
+    pub async fn close_timeout(self, timeout: Duration) -> Result<(), Error> {
+        let imports = std::mem::take(&mut *self.imports.lock());
+        for import in &imports {
+            let _ = import.stop.send(true);
+        }
+        for import in imports {
+            let _ = import.task.await;
+        }
+        let exports = std::mem::take(&mut *self.exports.lock());
+        let names: Vec<String> = exports
+            .iter()
+            .map(|e| e.subscription.name().to_string())
+            .collect();
+        let (subscriptions, senders): (Vec<_>, Vec<_>) = exports
+            .into_iter()
+            .map(|e| (e.subscription, (e.finish, e.task)))
+            .unzip();
+        let shared = Arc::clone(&self.shared);
+        let deadline = self.shared.runtime.spawn(async move {
+            tokio::time::sleep(timeout).await;
+            shared.give_up.store(true, SeqCst);
+        });
+        // Unsubscribing delivers what was queued; it blocks its thread until then.
+        let drained = tokio::task::spawn_blocking(move || {
+            for subscription in subscriptions {
+                subscription.unsubscribe();
+            }
+        })
+        .await;
+        // Then the senders send what they were handed and await the acks.
+        for (finish, task) in senders {
+            let _ = finish.send(true);
+            let _ = task.await;
+        }
+        deadline.abort();
+        if let Err(error) = drained {
+            if error.is_panic() {
+                std::panic::resume_unwind(error.into_panic());
+            }
+        }
+        let _ = tokio::time::timeout(ACK_TIMEOUT, self.shared.client.flush()).await;
+        let letters: Vec<DeadLetter> = self
+            .bus
+            .dead_letters()
+            .into_iter()
+            .filter(|letter| names.iter().any(|n| n == letter.subscriber()))
+            .collect();
+        if letters.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Unsent { letters })
+        }
+    }
+}
+
+/// Dropped without [`close`](Bridge::close): the imports stop (each after the message in
+/// hand); the exports go on until the bus closes, which delivers them first.
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        for import in self.imports.lock().iter() {
+            let _ = import.stop.send(true);
+        }
+    }
+}
+
+impl Shared {
+    /// Makes the topic's stream, or adds its subject to a stream of that name made otherwise.
+    async fn ensure_stream(&self, topic: &'static str) -> Result<stream::Stream, Error> {
+        let subject = subject(topic);
+        let config = stream::Config {
+            name: stream_name(&subject),
+            subjects: vec![subject.clone()],
+            duplicate_window: DUPLICATE_WINDOW,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        };
+        let refused = |what, error: Box<dyn std::error::Error + Send + Sync>| Error::Server {
+            topic,
+            what,
+            source: error,
+        };
+        let mut stream = self
+            .js
+            .get_or_create_stream(config)
+            .await
+            .map_err(|e| refused("make the stream", Box::new(e)))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| refused("describe the stream", Box::new(e)))?;
+        if !info.config.subjects.contains(&subject) {
+            let mut config = info.config.clone();
+            config.subjects.push(subject);
+            self.js
+                .update_stream(config)
+                .await
+                .map_err(|e| refused("update the stream", Box::new(e)))?;
+        }
+        Ok(stream)
+    }
+
+    /// The durable consumer `name` on the topic's stream: made if missing, else as it is.
+    async fn consumer(
+        &self,
+        stream: &stream::Stream,
+        topic: &'static str,
+        name: &str,
+    ) -> Result<consumer::PullConsumer, Error> {
+        let config = consumer::pull::Config {
+            durable_name: Some(name.to_string()),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            max_ack_pending: IMPORT_WINDOW,
+            ..Default::default()
+        };
+        stream
+            .get_or_create_consumer(name, config)
+            .await
+            .map_err(|e| Error::Server {
+                topic,
+                what: "make the durable consumer",
+                source: Box::new(e),
+            })
+    }
+}
+
+/// `eventbus.` and the topic's name, each character a subject token cannot hold written
+/// `~XX` (its UTF-8 bytes in hex), and a `.` kept only between two non-empty tokens.
+fn subject(topic: &str) -> String {
+    let mut subject = String::from("eventbus");
+    for token in topic.split('.') {
+        subject.push('.');
+        if token.is_empty() {
+            subject.push_str("~2E");
+            continue;
+        }
+        for c in token.chars() {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                subject.push(c);
+            } else {
+                let mut bytes = [0; 4];
+                for b in c.encode_utf8(&mut bytes).bytes() {
+                    subject.push_str(&format!("~{b:02X}"));
+                }
+            }
+        }
+    }
+    subject
+}
+
+/// The stream of a subject: its dots as `_` (which the escaped tokens never hold).
+fn stream_name(subject: &str) -> String {
+    subject.replace('.', "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject;
+
+    #[test]
+    fn subjects_escape_what_a_token_cannot_hold() {
+        assert_eq!(subject("orders.placed"), "eventbus.orders.placed");
+        assert_eq!(subject("Wrapper<u32>"), "eventbus.Wrapper~3Cu32~3E");
+        assert_eq!(subject("a..b"), "eventbus.a.~2E.b");
+        assert_eq!(subject("a_b c"), "eventbus.a~5Fb~20c");
+        assert_eq!(subject("*.>"), "eventbus.~2A.~3E");
+    }
+}

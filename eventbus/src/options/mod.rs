@@ -1,0 +1,324 @@
+//! How a subscription behaves: mailbox size, what a full mailbox does, retries and their
+//! backoff, and the subscriber's name.
+
+pub(crate) mod filter;
+pub(crate) mod key;
+pub(crate) mod predicate;
+
+use std::time::Duration;
+
+/// What a full mailbox does with a new message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum Overflow {
+    /// The publisher waits for room: backpressure, chosen by the subscriber.
+    #[default]
+    Block,
+    /// The oldest queued message is discarded to make room; the drop is counted.
+    DropOldest,
+    /// The message being published is discarded for this subscriber; the drop is counted.
+    DropNewest,
+}
+
+/// Where a subscription to a log topic (one with `#[topic(retain = N)]`) starts reading.
+///
+/// A topic without a log has only [`Start::Now`]; any other start is refused at subscribe
+/// ([`SubscribeError::NoLog`](crate::SubscribeError::NoLog)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum Start {
+    /// With the next message published after the subscribe: no history.
+    #[default]
+    Now,
+    /// With the oldest message the log still keeps.
+    Earliest,
+    /// With the message numbered `n` ([`Message::seq`](crate::Message::seq)). If the log
+    /// has trimmed it, with the oldest kept, and the gap is counted as dropped; if it is not
+    /// published yet, with it once it is (what comes before is not this subscription's).
+    Seq(u64),
+    /// With the first kept message published at most this long ago.
+    Since(Duration),
+}
+
+/// How much history a log topic keeps: at most `messages`, and (if given) none older than
+/// `max_age`. Written as `#[topic(retain = 10_000, retain_for = "1h")]`; returned by
+/// [`Topic::retention`](crate::Topic::retention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Retention {
+    pub(crate) messages: usize,
+    pub(crate) max_age: Option<Duration>,
+}
+
+impl Retention {
+    /// The most messages a log keeps: 2³² (a larger `retain` is taken as this).
+    pub const MAX_MESSAGES: usize = 1 << 32;
+
+    /// Keeps at most `messages` (at least 1: 0 is taken as 1; at most
+    /// [`MAX_MESSAGES`](Self::MAX_MESSAGES)).
+    ///
+    /// The log's table has a slot per message kept, rounded up to a power of two (so that
+    /// finding a message's slot is a mask), of 24 bytes plus the message's own size; the
+    /// table grows as the log fills, 1,024 slots at a time.
+    pub const fn messages(messages: usize) -> Self {
+        Retention {
+            messages: if messages == 0 {
+                1
+            } else if messages > Self::MAX_MESSAGES {
+                Self::MAX_MESSAGES
+            } else {
+                messages
+            },
+            max_age: None,
+        }
+    }
+
+    /// Keeps nothing older than `max_age` as well.
+    #[must_use = "a retention setter returns the changed retention"]
+    pub const fn max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = Some(max_age);
+        self
+    }
+
+    /// The most messages kept.
+    pub const fn max_messages(&self) -> usize {
+        self.messages
+    }
+
+    /// The oldest a kept message may be, if bounded.
+    pub const fn max_age_kept(&self) -> Option<Duration> {
+        self.max_age
+    }
+}
+
+/// The retry wait doubles at most this many times: 32 × the backoff is the longest wait.
+const MAX_DOUBLINGS: u32 = 5;
+
+/// Options for one subscription, built from [`Options::default()`].
+///
+/// | option | default |
+/// |---|---|
+/// | [`capacity`](Options::capacity) | 1024 messages |
+/// | [`overflow`](Options::overflow) | [`Overflow::Block`] |
+/// | [`retries`](Options::retries) | 0 (one attempt) |
+/// | [`backoff`](Options::backoff) | 10 ms |
+/// | [`name`](Options::name) | `subscription-N` |
+/// | [`start`](Options::start) | [`Start::Now`] (log topics only may start elsewhere) |
+/// | [`workers`](Options::workers) | 1 (more make a consumer group) |
+/// | [`key`](Options::key) | none (a group's workers share one mailbox) |
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use eventbus::{Options, Overflow};
+///
+/// let options = Options::default()
+///     .capacity(100)
+///     .overflow(Overflow::DropOldest)
+///     .retries(3)
+///     .backoff(Duration::from_millis(5))
+///     .name("email");
+/// assert_eq!(options.retry_delay(1), Duration::from_millis(5));
+/// assert_eq!(options.retry_delay(3), Duration::from_millis(20));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub(crate) capacity: usize,
+    pub(crate) overflow: Overflow,
+    pub(crate) retries: u32,
+    pub(crate) backoff: Duration,
+    pub(crate) name: Option<String>,
+    pub(crate) filter: Option<crate::options::filter::Filter>,
+    pub(crate) start: Start,
+    pub(crate) workers: usize,
+    pub(crate) key: Option<crate::options::key::Key>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            capacity: Options::DEFAULT_CAPACITY,
+            overflow: Overflow::Block,
+            retries: 0,
+            backoff: Options::DEFAULT_BACKOFF,
+            name: None,
+            filter: None,
+            start: Start::Now,
+            workers: 1,
+            key: None,
+        }
+    }
+}
+
+impl Options {
+    /// The mailbox size used when none is given.
+    pub const DEFAULT_CAPACITY: usize = 1024;
+
+    /// The largest mailbox a subscription may ask for.
+    ///
+    /// A mailbox allocates its slots up front, about 16 bytes each (a pointer to the shared
+    /// message and a stamp), so this bound is 256 MiB for one subscriber.
+    pub const MAX_CAPACITY: usize = 1 << 24;
+
+    /// The most workers a consumer group may have ([`Options::workers`]): each is a thread.
+    pub const MAX_WORKERS: usize = 256;
+
+    /// The first retry's wait when none is given.
+    pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(10);
+
+    /// How many messages the mailbox holds, from 1 to [`Options::MAX_CAPACITY`]; anything else is
+    /// refused when subscribing.
+    #[must_use = "an option setter returns the changed options"]
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// What a full mailbox does.
+    #[must_use = "an option setter returns the changed options"]
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// How many times a failed message is retried after its first attempt: `retries(3)` is up
+    /// to 4 attempts in all. Then it becomes a dead letter.
+    #[must_use = "an option setter returns the changed options"]
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// The wait before the first retry; each later retry waits twice as long as the one
+    /// before, up to 32 × this (see [`Options::retry_delay`]).
+    #[must_use = "an option setter returns the changed options"]
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The subscriber's name, used in stats, dead letters and as the worker thread's name.
+    #[must_use = "an option setter returns the changed options"]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Delivers only the messages `accepts` says yes to. It runs at publish, on the
+    /// publisher's thread, before the mailbox: a message it rejects takes no slot and is
+    /// counted as `filtered`, not `received`. Keep it cheap: every publish of the topic waits
+    /// for it. A filter that panics does not break the publish or the other subscribers: that
+    /// message is not delivered to this subscription and counts as `dropped`.
+    ///
+    /// On a log topic (`#[topic(retain = N)]`) every subscription reads the one log, so there
+    /// a filter runs on the subscription's own worker as it reads, and costs the publisher
+    /// nothing; what it rejects is counted the same way.
+    ///
+    /// The subscription's topic must be `T`; another is refused at subscribe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Order { cents: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let review = bus.subscribe::<Order>(
+    ///     Options::default().filter(|o: &Order| o.cents > 100_000),
+    ///     move |m: &Message<Order>| tx.send(m.cents).unwrap(),
+    /// );
+    /// bus.publish(Order { cents: 5 }).unwrap();
+    /// bus.publish(Order { cents: 250_000 }).unwrap();
+    /// let stats = review.unsubscribe();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [250_000]);
+    /// assert_eq!((stats.received, stats.filtered), (1, 1));
+    /// ```
+    #[must_use = "an option setter returns the changed options"]
+    pub fn filter<T: 'static>(
+        mut self,
+        accepts: impl Fn(&T) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.filter = Some(crate::options::filter::Filter::new(accepts));
+        self
+    }
+
+    /// Where a subscription to a log topic starts: its history first, in order, then the
+    /// live messages, with no gap and no repeat between them (see [`Start`]).
+    #[must_use = "an option setter returns the changed options"]
+    pub fn start(mut self, start: Start) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Makes the subscription a consumer group of `workers` workers, from 1 to
+    /// [`Options::MAX_WORKERS`] (anything else is refused at subscribe). A group is one
+    /// subscription: each message is handled by exactly one of its workers.
+    ///
+    /// - With a [`key`](Options::key), the group has one mailbox per worker (each of
+    ///   [`capacity`](Options::capacity), with its own overflow, retries and dead letters), and
+    ///   a message goes to the mailbox its key's hash picks: all messages with one key are
+    ///   handled by one worker, in their topic's order.
+    /// - Without a key, the workers share one mailbox: each message is handled once, by
+    ///   whichever worker is free; **no order is promised**, not even per key.
+    ///
+    /// [`SubscriptionStats::workers`](crate::SubscriptionStats::workers) shows each worker's
+    /// share, so a hot key shows as one worker far busier than the others. The handler runs on
+    /// several threads at once: give [`Bus::subscribe_group`](crate::Bus::subscribe_group) an
+    /// `Fn + Send + Sync` handler (with [`Bus::subscribe`](crate::Bus::subscribe), whose
+    /// handler is `FnMut`, the workers take turns at it). A group cannot read a log topic, nor
+    /// be async or a stream (refused at subscribe).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct OrderPlaced { customer: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let group = bus.subscribe_group::<OrderPlaced>(
+    ///     Options::default().workers(4).key(|o: &OrderPlaced| o.customer),
+    ///     |m: &Message<OrderPlaced>| println!("customer {}", m.customer),
+    /// );
+    /// for customer in 0..100 {
+    ///     bus.publish(OrderPlaced { customer }).unwrap();
+    /// }
+    /// let stats = group.unsubscribe();
+    /// assert_eq!(stats.workers.len(), 4);
+    /// assert_eq!(stats.workers.iter().map(|w| w.delivered).sum::<u64>(), 100);
+    /// ```
+    #[must_use = "an option setter returns the changed options"]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Sends each message of a group ([`workers`](Options::workers) > 1) to the worker its
+    /// key's hash picks, so one key's messages are handled in order by one worker. The key
+    /// function runs at publish, on the publisher's thread, once per worker; keep it cheap. A
+    /// key function that panics drops that message for the group (counted as `dropped` on its
+    /// first worker).
+    ///
+    /// The subscription's topic must be `T`, and it must be a group; anything else is refused
+    /// at subscribe.
+    #[must_use = "an option setter returns the changed options"]
+    pub fn key<T: 'static, K: std::hash::Hash>(
+        mut self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> Self {
+        self.key = Some(crate::options::key::Key::new(key));
+        self
+    }
+
+    /// The wait before retry number `retry` (the first retry is 1): `backoff × 2^(retry−1)`,
+    /// doubling at most five times, so never more than `32 × backoff`.
+    pub fn retry_delay(&self, retry: u32) -> Duration {
+        let doublings = retry.saturating_sub(1).min(MAX_DOUBLINGS);
+        self.backoff.saturating_mul(1 << doublings)
+    }
+}

@@ -1,0 +1,135 @@
+//! What the macros' expansions name (`::eventbus::__private::...`): the registration entry
+//! points here, the autoref-specialisation shims in `shims.rs`. Not public API: it may change
+//! in any release.
+
+mod shims;
+
+pub use crate::message::Serializable;
+pub use inventory;
+pub use shims::*;
+
+pub use crate::bus::registry::Registration;
+use crate::bus::subscription::Subscription;
+use crate::bus::Bus;
+use crate::error::{MissingState, SubscribeError};
+pub use crate::handler::Failure;
+use crate::message::{AnyMessage, Message};
+pub use crate::numbering::TopicIndex;
+use crate::options::Options;
+use crate::state::State;
+pub use crate::state::StateKey;
+pub use crate::topic::generic_name;
+use crate::topic::Topic;
+
+/// Names state type `T` in a registration.
+pub const fn state_key<T: 'static>() -> StateKey {
+    StateKey {
+        type_id: std::any::TypeId::of::<T>,
+        type_name: std::any::type_name::<T>,
+    }
+}
+
+/// The bus's `T`, for a registered subscriber's `State<T>` parameter.
+pub fn state<T: Send + Sync + 'static>(
+    bus: &Bus,
+    options: &Options,
+) -> Result<State<T>, SubscribeError> {
+    bus.state::<T>().ok_or_else(|| {
+        SubscribeError::MissingState(MissingState {
+            subscriber: options.name.clone().unwrap_or_default(),
+            state: std::any::type_name::<T>(),
+        })
+    })
+}
+
+/// Refuses `#[subscriber(overflow = DropNewest)]` on a log topic when the program is
+/// compiled: evaluated in a `const`, the assertion is a compile error.
+pub const fn refuse_drop_newest_on_log<T: Topic>() {
+    assert!(
+        !T::LOG,
+        "`overflow = DropNewest` has no meaning on a log topic: its subscriptions share one \
+         log, so a message cannot be left out for one of them; use `DropOldest` (a \
+         subscription that falls behind loses what the log trims, counted as dropped) or \
+         `Block` (publishers wait for it)"
+    );
+}
+
+/// Starts a registered subscriber, whose handler also gets the bus.
+pub fn subscribe_registered<T, H>(
+    bus: &Bus,
+    options: Options,
+    handler: H,
+) -> Result<Subscription, SubscribeError>
+where
+    T: Topic,
+    H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
+{
+    bus.subscribe_registered(options, handler)
+}
+
+/// Starts a registered observer, whose handler also gets the bus.
+pub fn observe_registered<H>(
+    bus: &Bus,
+    pattern: &str,
+    options: Options,
+    handler: H,
+) -> Result<Subscription, SubscribeError>
+where
+    H: Fn(&AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
+{
+    bus.observe_registered(pattern, options, handler)
+}
+
+/// What a subscriber may take after its message: for now only `&Bus`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a subscriber parameter",
+    label = "after the message, a subscriber may take only `&Bus`"
+)]
+pub trait FromBus<'a>: Sized {
+    fn from_bus(bus: &'a Bus) -> Self;
+}
+
+impl<'a> FromBus<'a> for &'a Bus {
+    fn from_bus(bus: &'a Bus) -> Self {
+        bus
+    }
+}
+
+/// Starts a registered async subscriber, whose handler also gets the bus.
+#[cfg(feature = "tokio")]
+pub fn subscribe_registered_async<T, H, A>(
+    bus: &Bus,
+    options: Options,
+    handler: H,
+) -> Result<Subscription, SubscribeError>
+where
+    T: Topic,
+    H: FnMut(Message<T>, Bus) -> A + Send + 'static,
+    A: std::future::Future<Output = Result<(), Failure>> + Send + 'static,
+{
+    bus.subscribe_registered_async(options, handler)
+}
+
+/// Without the `tokio` feature an `async fn` subscriber cannot start: this says so where
+/// it is written.
+#[cfg(not(feature = "tokio"))]
+#[diagnostic::on_unimplemented(
+    message = "`async fn` subscribers need the `tokio` feature of `eventbus`",
+    label = "an async subscriber, but `eventbus` was built without `tokio`",
+    note = "enable it in Cargo.toml: `eventbus = {{ version = \"...\", features = [\"tokio\"] }}`"
+)]
+pub trait AsyncSubscribersNeedTokio {}
+
+/// Refuses to compile without the `tokio` feature (see `AsyncSubscribersNeedTokio`).
+#[cfg(not(feature = "tokio"))]
+pub fn subscribe_registered_async<T, H, A>(
+    _: &Bus,
+    _: Options,
+    _: H,
+) -> Result<Subscription, SubscribeError>
+where
+    T: Topic,
+    H: AsyncSubscribersNeedTokio,
+{
+    unreachable!("no implementation of AsyncSubscribersNeedTokio exists")
+}

@@ -1,0 +1,767 @@
+//! A topic's runtime state ([`TopicState`]): its one order (numbering and hand-out to every
+//! mailbox, as one step under the topic's order lock), its subscriber and observer lists,
+//! and its log if it keeps one.
+//!
+//! A topic is found by its `TypeId` on the publish path (`directory.rs`); the name is for
+//! people (stats, dead letters, thread names), never for lookup.
+//!
+//! # Locks
+//!
+//! A topic's order lock is held while one message is numbered and handed out, and while a
+//! publisher waits for room in its `Block` mailboxes; it is the only lock a publish holds
+//! while it waits. Publishers take it through `deadlock::lock_order`, which bounds the wait by
+//! the publish's patience and refuses a handler whose wait would lead back to itself. Others
+//! only look (`try_lock`): a closing bus looking whether publishing is over
+//! (`lifecycle.rs`), a worker whose mailbox was retired (`mailbox.rs`). `edit` serialises
+//! changes to the subscriber list and is never held with the order lock. While holding the
+//! order lock a publisher takes, one at a time and briefly, the wait-graph records
+//! (`deadlock.rs`) and the mailboxes' channel locks (inside `crossbeam-channel`).
+
+use std::any::Any;
+use std::sync::atomic::{
+    AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Release, Ordering::SeqCst,
+};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::deadlock::{self, NoLock, Patience, TopicWaits};
+use crate::delivery::core::SubscriptionCore;
+use crate::delivery::log::{Log, NoRoom, RoomWait};
+use crate::delivery::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
+use crate::delivery::observer::{self, Entered, Inlet, NoTurn};
+use crate::lifecycle::Lifecycle;
+use crate::message::shared::Pool;
+use crate::message::Envelope;
+use crate::message::Message;
+use crate::numbering::Numbering;
+use crate::topic::Topic;
+use crate::topics::any::{AnyTopic, Redelivery};
+use crate::topics::subscribers::Subscribers;
+
+/// One topic's runtime state: its order and its subscribers' mailboxes.
+///
+/// The subscriber list is copy-on-write behind an `ArcSwap`: subscribing or unsubscribing
+/// swaps in a new list without waiting behind a publish, even one blocked on a full mailbox.
+/// Publishers keep the list they last used under the order lock and load the snapshot again
+/// only when `version` says it changed, which on the publish path is one plain load instead
+/// of the snapshot's read-modify-writes.
+pub(crate) struct TopicState<T> {
+    name: &'static str,
+    /// The topic's order: held while one message is numbered and handed to every mailbox, so
+    /// every subscriber sees the same order whatever number of threads publish.
+    order: Arc<Mutex<Order<T>>>,
+    /// The mailboxes, copy-on-write.
+    subscribers: ArcSwap<Subscribers<T>>,
+    /// The observers whose pattern matches the topic's name (`observer.rs`), in the order
+    /// they were added; copy-on-write, written under `edit` with `version` like `subscribers`.
+    observers: ArcSwap<Vec<Arc<Inlet>>>,
+    /// Bumped after each change to `subscribers`, so a publish can keep using the list it
+    /// had without loading the snapshot again; written under `edit`.
+    version: AtomicU64,
+    /// The next message's number, shared with the bus's table of numberings: while the
+    /// topic has never been heard a publish numbers without the order lock; after, only
+    /// under it, with a plain load and store (a read-modify-write costs a publish ~5 ns).
+    /// See `numbering.rs`.
+    numbering: Arc<Numbering>,
+    /// The length of `subscribers` and `observers`, readable without loading the lists;
+    /// written under `edit`.
+    count: AtomicUsize,
+    /// Serialises changes to the subscriber list (never held by a publish).
+    edit: Mutex<()>,
+    /// What the order lock's holder waits on (see `deadlock.rs`).
+    waits: Arc<TopicWaits>,
+    /// A log topic's log (`delivery/log/`): then every subscription reads it, and `subscribers`
+    /// stays empty.
+    log: Option<Arc<Log<T>>>,
+    /// `publish_async` calls wait here for the topic's turn.
+    #[cfg(feature = "tokio")]
+    turn: crate::util::wake::Wake,
+}
+
+/// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
+/// `version`.
+pub(crate) struct Order<T> {
+    subscribers: Arc<Subscribers<T>>,
+    observers: Arc<Vec<Arc<Inlet>>>,
+    version: u64,
+    /// The blocks this topic's messages are made in (see `message/shared.rs`).
+    pool: Pool<Envelope<T>>,
+}
+
+impl<T: Send + Sync> OrderLock for Mutex<Order<T>> {
+    fn is_free(&self) -> bool {
+        // Lock order: row 4, only tried: safe under any lock; see engine/mod.rs.
+        self.try_lock().is_some()
+    }
+}
+
+/// How long a publish may wait, for its topic's turn and for room in `Block` mailboxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// As long as it takes: messages go into mailboxes one by one, waiting at each full one.
+    Forever,
+    /// Until the deadline; all or nothing: every `Block` mailbox has room before any gets the
+    /// message.
+    Until(Instant),
+    /// Not for room at all: all or nothing, as `Until`.
+    Never,
+}
+
+/// One publish's circumstances, which every step after the order lock needs: how long it
+/// may wait, the bus's lifecycle, and the subscription whose handler publishes, if any.
+#[derive(Clone, Copy)]
+struct Publishing<'a> {
+    wait: Wait,
+    lifecycle: &'a Lifecycle,
+    publisher: Option<&'a Arc<SubscriptionCore>>,
+}
+
+/// Why a publish handed nothing out; the payload comes back with it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The bus is closing, and the publisher is not one of its handlers; or a forced stop
+    /// came while an all-or-nothing publish waited.
+    Closed,
+    /// Waiting could never end (see `deadlock.rs`).
+    WouldDeadlock,
+    /// The deadline passed before the topic's turn or room in every `Block` mailbox.
+    Timeout,
+    /// A `Block` mailbox had no room, or the topic's turn was held by a publisher waiting
+    /// for room.
+    Full,
+}
+
+impl<T: Topic> TopicState<T> {
+    pub(crate) fn new() -> Self {
+        TopicState {
+            name: T::name(),
+            order: Arc::new(Mutex::new(Order {
+                subscribers: Arc::new(Subscribers::new()),
+                observers: Arc::new(Vec::new()),
+                version: 0,
+                pool: Pool::new(),
+            })),
+            version: AtomicU64::new(0),
+            subscribers: ArcSwap::from_pointee(Subscribers::new()),
+            observers: ArcSwap::from_pointee(Vec::new()),
+            numbering: Arc::new(Numbering::new(T::name(), T::retention().is_some())),
+            count: AtomicUsize::new(0),
+            edit: Mutex::new(()),
+            waits: Arc::default(),
+            log: T::retention().map(|retention| Arc::new(Log::new(T::name(), retention))),
+            #[cfg(feature = "tokio")]
+            turn: crate::util::wake::Wake::default(),
+        }
+    }
+
+    /// A publish found no subscriber: if the topic never had one, says so once.
+    #[inline]
+    fn unheard(&self) {
+        self.numbering.unheard();
+    }
+
+    /// The topic's numbering, for the bus's table (`numbering.rs`); `None` for a log topic,
+    /// which numbers only under its order lock.
+    pub(crate) fn numbering(&self) -> Option<&Arc<Numbering>> {
+        self.log.is_none().then_some(&self.numbering)
+    }
+
+    /// The order lock and its waits, for the topic's mailboxes (see `mailbox.rs`).
+    pub(crate) fn handouts(&self) -> Handouts {
+        Handouts {
+            order: Arc::clone(&self.order) as Arc<dyn OrderLock>,
+            waits: Arc::clone(&self.waits),
+        }
+    }
+
+    /// The topic's log, if it keeps one.
+    pub(crate) fn log(&self) -> Option<&Arc<Log<T>>> {
+        self.log.as_ref()
+    }
+
+    /// How many subscribers a publish can expect to hand its message to.
+    pub(crate) fn subscriber_count(&self) -> usize {
+        self.count.load(SeqCst)
+    }
+
+    /// Numbers a message for a topic that has no subscribers, if the order lock is free and
+    /// the list still empty: nothing is handed out or allocated. `None` sends the publish the
+    /// full way.
+    #[inline]
+    pub(crate) fn number_unheard(&self, lifecycle: &Lifecycle) -> Option<u64> {
+        // A log keeps what is published for subscriptions to come.
+        if self.log.is_some() {
+            return None;
+        }
+        // Lock order: row 4 (the order lock), only tried; nothing inside; see engine/mod.rs.
+        let _order = self.order.try_lock()?;
+        // A subscribe that finished before the lock was taken is heard from; a close that
+        // began is too (the state is decided under the order lock, as in `publish`).
+        if self.subscriber_count() != 0 || !lifecycle.is_open() {
+            return None;
+        }
+        let seq = self.numbering.take();
+        self.unheard();
+        Some(seq)
+    }
+
+    /// Numbers `payload` and hands it to every mailbox, as one step under the order lock;
+    /// its seq.
+    ///
+    /// Whether the bus accepts it is decided under that lock too, which is what lets a
+    /// closing bus tell when publishing is over (see `lifecycle.rs`). `publisher` is the
+    /// subscription whose handler is publishing, if any.
+    ///
+    /// With [`Wait::Forever`], a forced stop while waiting for room ends the wait: the
+    /// mailboxes not reached count the message as dropped, and the seq is still returned (the
+    /// message was accepted; the forced close abandoned it, as it abandons queued ones).
+    pub(crate) fn publish(
+        &self,
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
+        // Most publishes: from outside a handler, waiting as long as it takes, the order lock
+        // free, the bus open. Nothing to record or wait for before the hand-out or append.
+        if wait == Wait::Forever && publisher.is_none() {
+            #[cfg(feature = "tokio")]
+            let _turn = TurnOver(self);
+            // Lock order: row 4, tried; rows 5, 6, 8 and channel locks inside; see engine/mod.rs.
+            if let Some(mut order) = self.order.try_lock() {
+                if lifecycle.is_open() {
+                    let order = self.current(&mut order);
+                    let how = Publishing {
+                        wait,
+                        lifecycle,
+                        publisher: None,
+                    };
+                    if let Some(log) = &self.log {
+                        let (observers, pool) = (&order.observers, &mut order.pool);
+                        let entered = std::iter::empty();
+                        return self.log_out(log, observers, pool, payload, how, entered);
+                    }
+                    let (subscribers, observers) = (&order.subscribers, &order.observers);
+                    let (pool, entered) = (&mut order.pool, std::iter::empty());
+                    return Ok(self.hand_out(subscribers, observers, pool, payload, entered, how));
+                }
+            }
+        }
+        self.publish_fully(payload, wait, lifecycle, publisher)
+    }
+
+    /// [`publish`](Self::publish), every case. Out of line, so that the common case does not
+    /// pay for this one's frame.
+    #[inline(never)]
+    fn publish_fully(
+        &self,
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
+        let node = publisher.map(|publisher| &publisher.node);
+        let patience = match wait {
+            Wait::Forever => Patience::Forever,
+            Wait::Until(deadline) => Patience::Until(deadline),
+            Wait::Never => Patience::WhileMoving,
+        };
+        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
+        #[cfg(feature = "tokio")]
+        let _turn = TurnOver(self);
+        // Lock order: row 4; rows 5, 6, 8 and channel locks inside, and an all-or-nothing log
+        // publish holds its observers' turns (row 5) across the append (row 6); see engine/mod.rs.
+        let mut order = match deadlock::lock_order(&*self.order, &self.waits, node, patience) {
+            Ok(order) => order,
+            Err(NoLock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
+            Err(NoLock::GaveUp) if wait == Wait::Never => return Err((payload, Refused::Full)),
+            Err(NoLock::GaveUp) => return Err((payload, Refused::Timeout)),
+        };
+        if !lifecycle.accepts(publisher.is_some()) {
+            return Err((payload, Refused::Closed));
+        }
+        let order = self.current(&mut order);
+        let (subscribers, observers) = (&order.subscribers, &order.observers);
+        let stop = lifecycle.stop_signal();
+        // An all-or-nothing publish takes its observers' turns first, to find room in them
+        // that stays (see `observer.rs`); others take each turn at its hand-out, so that no
+        // observer waits behind this topic's own mailboxes.
+        let mut entered = Vec::new();
+        if wait != Wait::Forever && !observers.is_empty() {
+            let (turn_wait, room_by) = match wait {
+                Wait::Until(deadline) => (observer::TurnWait::Until(deadline), Some(deadline)),
+                _ => (observer::TurnWait::Never, None),
+            };
+            for inlet in observers.iter() {
+                let inside = match inlet.enter(turn_wait, node, &self.waits) {
+                    Ok(inside) => inside,
+                    Err(NoTurn::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
+                    Err(NoTurn::GaveUp) if wait == Wait::Never => {
+                        return Err((payload, Refused::Full))
+                    }
+                    Err(NoTurn::GaveUp) => return Err((payload, Refused::Timeout)),
+                };
+                match inside.wait_for_room(room_by, stop, &self.waits) {
+                    Room::Ready => {}
+                    Room::Full if wait == Wait::Never => return Err((payload, Refused::Full)),
+                    Room::Full => return Err((payload, Refused::Timeout)),
+                    Room::Stopped => return Err((payload, Refused::Closed)),
+                }
+                entered.push(inside);
+            }
+        }
+        let how = Publishing {
+            wait,
+            lifecycle,
+            publisher,
+        };
+        if let Some(log) = &self.log {
+            let pool = &mut order.pool;
+            return self.log_out(log, observers, pool, payload, how, entered);
+        }
+        // Checked before numbering, so a refused message leaves no trace. Only this thread
+        // adds to these mailboxes while it holds the order lock, so a mailbox with room now
+        // keeps it, and a full one can only get emptier.
+        let _recorded = match (publisher, wait) {
+            (Some(publisher), Wait::Forever | Wait::Until(_)) => {
+                let mut full: Vec<_> = subscribers
+                    .iter()
+                    .filter(|outbox| outbox.would_block() && outbox.wants(&payload))
+                    .map(|outbox| Arc::clone(&outbox.core.node))
+                    .collect();
+                // Full observers too, seen without their turns: enough to refuse a handler
+                // whose wait would lead back to it before anything is numbered.
+                full.extend(
+                    observers
+                        .iter()
+                        .filter(|inlet| inlet.outbox.would_block())
+                        .map(|inlet| Arc::clone(&inlet.outbox.core.node)),
+                );
+                match deadlock::record(&publisher.node, full) {
+                    Ok(recorded) => Some(recorded),
+                    Err(deadlock::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
+                }
+            }
+            _ => None,
+        };
+        let room_by = match wait {
+            Wait::Forever => None,
+            Wait::Until(deadline) => Some(Some(deadline)),
+            Wait::Never => Some(None),
+        };
+        if let Some(deadline) = room_by {
+            for outbox in subscribers.iter().filter(|outbox| outbox.wants(&payload)) {
+                match outbox.wait_for_room(deadline, stop, &self.waits) {
+                    Room::Ready => {}
+                    Room::Full if wait == Wait::Never => return Err((payload, Refused::Full)),
+                    Room::Full => return Err((payload, Refused::Timeout)),
+                    Room::Stopped => return Err((payload, Refused::Closed)),
+                }
+            }
+        }
+        let (subscribers, observers) = (&order.subscribers, &order.observers);
+        Ok(self.hand_out(
+            subscribers,
+            observers,
+            &mut order.pool,
+            payload,
+            entered,
+            how,
+        ))
+    }
+
+    /// Appends `payload` to the log and hands it to the observers (those `entered` already
+    /// have room for it); its seq. Called under the order lock, once the bus accepted it.
+    #[inline(always)]
+    fn log_out<'a>(
+        &self,
+        log: &Log<T>,
+        observers: &[Arc<Inlet>],
+        pool: &mut Pool<Envelope<T>>,
+        payload: T,
+        how: Publishing<'_>,
+        entered: impl IntoIterator<Item = Entered<'a>>,
+    ) -> Result<u64, (T, Refused)> {
+        let seq = self.numbering.next();
+        let share = !observers.is_empty();
+        let appended = self.append(log, pool, payload, how, share)?;
+        if let Some(message) = appended {
+            let stop = how.lifecycle.stop_signal();
+            self.to_observers(observers, entered, message, how.publisher, stop);
+        }
+        Ok(seq)
+    }
+
+    /// The order lock's state, with the subscriber lists as they are now.
+    #[inline(always)]
+    fn current<'a>(&self, order: &'a mut Order<T>) -> &'a mut Order<T> {
+        let version = self.version.load(Acquire);
+        if order.version != version {
+            order.subscribers = self.subscribers.load_full();
+            order.observers = self.observers.load_full();
+            order.version = version;
+        }
+        order
+    }
+
+    /// Numbers `payload` and hands it to every mailbox and observer (those `entered` already
+    /// have room for it); its seq. Called under the order lock, once the bus accepted it.
+    #[inline(always)]
+    fn hand_out<'a>(
+        &self,
+        subscribers: &Subscribers<T>,
+        observers: &[Arc<Inlet>],
+        pool: &mut Pool<Envelope<T>>,
+        payload: T,
+        entered: impl IntoIterator<Item = Entered<'a>>,
+        how: Publishing<'_>,
+    ) -> u64 {
+        let Publishing {
+            lifecycle,
+            publisher,
+            ..
+        } = how;
+        let seq = self.numbering.take();
+        if subscribers.is_empty() && observers.is_empty() {
+            self.unheard();
+            return seq;
+        }
+        let stop = lifecycle.stop_signal();
+        // One reference per mailbox, made at once (see `message/shared.rs`), and one the observers
+        // share.
+        let count = subscribers.len() + usize::from(!observers.is_empty());
+        let mut references = pool
+            .shared(Envelope::new(seq, self.name, payload), count)
+            .map(Message::new);
+        // Loops over the chunks, not `iter()`'s flattened iterator: that costs a publish more.
+        for chunk in &subscribers.chunks {
+            for (outbox, message) in chunk.iter().zip(&mut references) {
+                // Every outcome is counted on the subscription (see `Offer`).
+                let _: Offer = outbox.offer(message, stop, &self.waits);
+            }
+        }
+        if let Some(message) = references.next() {
+            self.to_observers(observers, entered, message, publisher, stop);
+        }
+        seq
+    }
+
+    /// Offers a numbered message to the topic's observers, in their order, taking the turn of
+    /// each not `entered` yet. A forced stop (or a wait that would never end) while waiting
+    /// for a turn leaves that observer out, counted as dropped: the message is published.
+    fn to_observers<'a>(
+        &self,
+        observers: &[Arc<Inlet>],
+        entered: impl IntoIterator<Item = Entered<'a>>,
+        message: Message<T>,
+        publisher: Option<&Arc<SubscriptionCore>>,
+        stop: &crossbeam_channel::Receiver<()>,
+    ) {
+        let node = publisher.map(|publisher| &publisher.node);
+        let mut entered = entered.into_iter();
+        for inlet in observers {
+            let inside = match entered.next() {
+                Some(inside) => inside,
+                None => match inlet.enter(observer::TurnWait::Forever, node, &self.waits) {
+                    Ok(inside) => inside,
+                    Err(_) => {
+                        inlet.left_out(&message, "its turn would never come");
+                        continue;
+                    }
+                },
+            };
+            let _recorded = match publisher {
+                Some(publisher) if inside.would_block() => {
+                    match deadlock::record(&publisher.node, vec![Arc::clone(inside.node())]) {
+                        Ok(recorded) => Some(recorded),
+                        Err(deadlock::WouldDeadlock) => {
+                            inlet.left_out(&message, "waiting for room would never end");
+                            continue;
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let _: Offer = inside.offer(message.clone(), stop, &self.waits);
+        }
+    }
+
+    /// Numbers `payload` and appends it to the topic's log; called under the order lock.
+    fn append(
+        &self,
+        log: &Log<T>,
+        pool: &mut Pool<Envelope<T>>,
+        payload: T,
+        how: Publishing<'_>,
+        share: bool,
+    ) -> Result<Option<Message<T>>, (T, Refused)> {
+        let Publishing {
+            wait,
+            lifecycle,
+            publisher,
+        } = how;
+        let seq = self.numbering.next();
+        let room_by = match wait {
+            Wait::Forever => None,
+            Wait::Until(deadline) => Some(Some(deadline)),
+            Wait::Never => Some(None),
+        };
+        let node = publisher.map(|publisher| &publisher.node);
+        let room = RoomWait {
+            by: room_by,
+            stop: lifecycle.stop_signal(),
+            waits: &self.waits,
+            publisher: node,
+        };
+        let appended = log.append(pool, seq, payload, room, share);
+        match appended {
+            Ok(shared) => {
+                let taken = self.numbering.take();
+                debug_assert_eq!(taken, seq, "numbered under the order lock only");
+                Ok(shared)
+            }
+            Err((payload, NoRoom::Full)) => Err((payload, Refused::Full)),
+            Err((payload, NoRoom::Timeout)) => Err((payload, Refused::Timeout)),
+            Err((payload, NoRoom::Stopped)) => Err((payload, Refused::Closed)),
+            Err((payload, NoRoom::WouldDeadlock)) => Err((payload, Refused::WouldDeadlock)),
+        }
+    }
+
+    /// Publishes like [`publish`](Self::publish) with [`Wait::Forever`], awaiting the topic's
+    /// turn and room instead of blocking, with no lock held across an `.await`: each try is
+    /// all or nothing ([`Wait::Never`]), and between tries the task waits for what stopped
+    /// it. Cancel-safe: dropped while waiting, it has published nothing.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn publish_async(
+        &self,
+        mut payload: T,
+        lifecycle: &Lifecycle,
+        publisher: Option<Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
+        loop {
+            match self.publish(payload, Wait::Never, lifecycle, publisher.as_ref()) {
+                Err((back, Refused::Full)) => payload = back,
+                done => return done,
+            }
+            if let Some(log) = &self.log {
+                // A `Block` subscription is `capacity` behind: wait for it to move, unless
+                // that leads back to this handler.
+                let behind = log.behind();
+                let _recorded = match (&publisher, behind) {
+                    (Some(publisher), Some(behind)) => {
+                        match deadlock::record(&publisher.node, vec![behind]) {
+                            Ok(recorded) => Some(recorded),
+                            Err(deadlock::WouldDeadlock) => {
+                                return Err((payload, Refused::WouldDeadlock))
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                log.room().await;
+                continue;
+            }
+            let subscribers = self.subscribers.load_full();
+            let full: Vec<&Arc<Outbox<T>>> = subscribers
+                .iter()
+                .filter(|o| o.would_block() && o.wants(&payload))
+                .collect();
+            let Some(outbox) = full.first() else {
+                // The turn is held by a publisher waiting for room. A handler waits only
+                // if that does not lead back to it.
+                if let Some(publisher) = &publisher {
+                    if deadlock::turn_leads_back(&publisher.node, &self.waits) {
+                        return Err((payload, Refused::WouldDeadlock));
+                    }
+                }
+                let backstop = crate::util::wake::BACKSTOP;
+                self.turn
+                    .wait_unless(Some(backstop), || self.order.is_free())
+                    .await;
+                continue;
+            };
+            let _recorded = match &publisher {
+                Some(publisher) => {
+                    let on = full.iter().map(|o| Arc::clone(&o.core.node)).collect();
+                    match deadlock::record(&publisher.node, on) {
+                        Ok(recorded) => Some(recorded),
+                        Err(deadlock::WouldDeadlock) => {
+                            return Err((payload, Refused::WouldDeadlock))
+                        }
+                    }
+                }
+                None => None,
+            };
+            outbox.room().await;
+        }
+    }
+
+    /// Hands `message` (a dead letter's) to subscription `subscription` alone, again, under
+    /// the order lock, without waiting: for the lock only while its holder is moving, not at
+    /// all for room. It keeps its seq; the subscription counts it received once more.
+    fn redeliver_to(
+        &self,
+        message: Message<T>,
+        subscription: u64,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<(), Redelivery> {
+        if self.log.is_some() {
+            return Err(Redelivery::Log);
+        }
+        let node = publisher.map(|publisher| &publisher.node);
+        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
+        #[cfg(feature = "tokio")]
+        let _turn = TurnOver(self);
+        // Lock order: row 4; only channel locks inside (no wait for room); see engine/mod.rs.
+        let Ok(_order) =
+            deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
+        else {
+            return Err(Redelivery::Full);
+        };
+        if !lifecycle.accepts(publisher.is_some()) {
+            return Err(Redelivery::Closed);
+        }
+        let subscribers = self.subscribers.load();
+        let Some(outbox) = subscribers.iter().find(|o| o.core.id == subscription) else {
+            return Err(Redelivery::Unsubscribed);
+        };
+        // Any policy: with `DropNewest` the message would be dropped, with `DropOldest` a
+        // queued one evicted, with `Block` the redelivery would wait. Only the order lock's
+        // holder puts messages in, so room found here stays until the offer.
+        if outbox.is_full() {
+            return Err(Redelivery::Full);
+        }
+        match outbox.offer(message, lifecycle.stop_signal(), &self.waits) {
+            Offer::Accepted => Ok(()),
+            // `Elsewhere`: a group's key now picks another worker's mailbox (a key function
+            // that answers differently for the same message); this one no longer takes it.
+            Offer::Retired | Offer::Elsewhere => Err(Redelivery::Unsubscribed),
+            // Its filter rejects it now, or its filter or key panicked (counted as dropped):
+            // not handed out, so the letter must stay.
+            Offer::Filtered | Offer::Dropped => Err(Redelivery::Rejected),
+            Offer::Abandoned => Err(Redelivery::Closed),
+        }
+    }
+
+    pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
+        self.add_all(vec![outbox]);
+    }
+
+    /// Adds mailboxes in one edit: a publish sees all of them or none (a consumer group's).
+    pub(crate) fn add_all(&self, outboxes: Vec<Arc<Outbox<T>>>) {
+        // Before the mailboxes are on the list: from here on, every message is numbered
+        // under the order lock, where the list is read (see `numbering.rs`).
+        self.numbering.heard();
+        // Lock order: row 3 (`edit`), nothing else held; see engine/mod.rs.
+        let _edit = self.edit.lock();
+        let next = self.subscribers.load().with(outboxes);
+        self.count
+            .store(next.len() + self.observers.load().len(), SeqCst);
+        self.subscribers.store(Arc::new(next));
+        self.version.fetch_add(1, Release);
+    }
+}
+
+/// Tells tasks waiting for the topic's turn that it is over, once the order lock is let go.
+#[cfg(feature = "tokio")]
+struct TurnOver<'a, T>(&'a TopicState<T>);
+
+#[cfg(feature = "tokio")]
+impl<T> Drop for TurnOver<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.turn.notify();
+    }
+}
+
+impl<T: Topic> AnyTopic for TopicState<T> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn redeliver(
+        &self,
+        message: &(dyn Any + Send + Sync),
+        subscription: u64,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<(), Redelivery> {
+        match message.downcast_ref::<Message<T>>() {
+            Some(message) => self.redeliver_to(message.clone(), subscription, lifecycle, publisher),
+            None => unreachable!("a dead letter's message is found by its topic's TypeId"),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn published(&self) -> u64 {
+        self.numbering.next()
+    }
+
+    fn quiet_published(&self) -> Option<u64> {
+        // Lock order: row 4, only tried: the drain look holds row 7 here; see engine/mod.rs.
+        let _order = self.order.try_lock()?;
+        Some(self.numbering.next())
+    }
+
+    fn close_numbering(&self) {
+        self.numbering.lock();
+    }
+
+    fn log_extent(&self) -> Option<(u64, u64)> {
+        self.log.as_ref().map(|log| log.extent())
+    }
+
+    fn attach(&self, observer: Arc<Inlet>) {
+        // Before the observer is on the list, as in `add_all`.
+        self.numbering.heard();
+        // Lock order: row 3 (`edit`), under row 1 (the engine's `observers`); see engine/mod.rs.
+        let _edit = self.edit.lock();
+        let mut next = Vec::clone(&self.observers.load());
+        next.push(observer);
+        self.count
+            .store(next.len() + self.subscribers.load().len(), SeqCst);
+        self.observers.store(Arc::new(next));
+        self.version.fetch_add(1, Release);
+    }
+
+    fn remove(&self, mailboxes: &[u64]) {
+        if let Some(log) = &self.log {
+            for &subscription in mailboxes {
+                log.remove(subscription);
+            }
+        }
+        // Lock order: row 3 (row 6 let go above), under row 1 for an observer; see engine/mod.rs.
+        let _edit = self.edit.lock();
+        let next = self.subscribers.load().without(mailboxes);
+        let observers: Vec<_> = self
+            .observers
+            .load()
+            .iter()
+            .filter(|inlet| !mailboxes.contains(&inlet.id()))
+            .cloned()
+            .collect();
+        self.count.store(next.len() + observers.len(), SeqCst);
+        self.subscribers.store(Arc::new(next));
+        self.observers.store(Arc::new(observers));
+        self.version.fetch_add(1, Release);
+    }
+
+    fn clear(&self) {
+        if let Some(log) = &self.log {
+            log.clear();
+        }
+        // Lock order: row 3 (row 6 let go above), nothing else held; see engine/mod.rs.
+        let _edit = self.edit.lock();
+        self.count.store(0, SeqCst);
+        self.subscribers.store(Arc::new(Subscribers::new()));
+        self.observers.store(Arc::new(Vec::new()));
+        self.version.fetch_add(1, Release);
+    }
+}

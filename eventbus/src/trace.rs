@@ -1,0 +1,87 @@
+//! Observability hooks for the `tracing` feature: a span per delivery attempt, a `warn` event
+//! per drop, per dead letter and for the first publish to a topic no one ever subscribed to,
+//! an `info` event when the bus closes. Without the feature
+//! every function here is empty and inlined away.
+
+#[cfg(feature = "tracing")]
+mod on {
+    use crate::stats::BusStats;
+
+    /// Entered for one delivery attempt; exited when dropped.
+    pub(crate) type Attempt = tracing::span::EnteredSpan;
+
+    #[inline]
+    pub(crate) fn attempt(topic: &str, seq: u64, subscriber: &str, attempt: u32) -> Attempt {
+        tracing::info_span!("eventbus.attempt", topic, seq, subscriber, attempt).entered()
+    }
+
+    #[inline]
+    pub(crate) fn dropped(topic: &str, seq: u64, subscriber: &str, why: &'static str) {
+        tracing::warn!(topic, seq, subscriber, why, "eventbus: message dropped");
+    }
+
+    #[inline]
+    pub(crate) fn dead_letter(topic: &str, seq: u64, subscriber: &str, attempts: u32, error: &str) {
+        tracing::warn!(
+            topic,
+            seq,
+            subscriber,
+            attempts,
+            error,
+            "eventbus: dead letter"
+        );
+    }
+
+    #[cold]
+    pub(crate) fn unheard(topic: &str) {
+        tracing::warn!(
+            topic,
+            "eventbus: a message was published to a topic that has never had a subscriber; if \
+             one was expected from a `#[subscriber]` in another crate, that crate may not be \
+             linked in: name it somewhere in the binary (`use handlers as _;`)"
+        );
+    }
+
+    #[inline]
+    pub(crate) fn closed(stats: impl FnOnce() -> BusStats, completed: bool) {
+        let stats = stats();
+        let total = |f: fn(&crate::stats::SubscriptionStats) -> u64| -> u64 {
+            stats.subscriptions.iter().map(f).sum()
+        };
+        tracing::info!(
+            completed,
+            published = stats.topics.iter().map(|t| t.published).sum::<u64>(),
+            delivered = total(|s| s.delivered),
+            dead_lettered = total(|s| s.dead_lettered),
+            dropped = total(|s| s.dropped),
+            queued = total(|s| s.queued),
+            "eventbus: closed"
+        );
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+mod on {
+    use crate::stats::BusStats;
+
+    /// Nothing to enter without the feature.
+    pub(crate) struct Attempt;
+
+    #[inline(always)]
+    pub(crate) fn attempt(_: &str, _: u64, _: &str, _: u32) -> Attempt {
+        Attempt
+    }
+
+    #[inline(always)]
+    pub(crate) fn dropped(_: &str, _: u64, _: &str, _: &'static str) {}
+
+    #[inline(always)]
+    pub(crate) fn dead_letter(_: &str, _: u64, _: &str, _: u32, _: &str) {}
+
+    #[inline(always)]
+    pub(crate) fn closed(_: impl FnOnce() -> BusStats, _: bool) {}
+}
+
+#[cfg(feature = "tracing")]
+pub(crate) use on::unheard;
+pub(crate) use on::{attempt, closed, dead_letter, dropped};

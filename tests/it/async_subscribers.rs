@@ -1,0 +1,638 @@
+//! Async subscribers and publishers on tokio (feature `tokio`): the same promises as thread
+//! subscribers, checked the same way, plus what only async code meets: `publish_async`'s
+//! cancel safety, streams, sync calls on a runtime's thread, and a bus with no runtime.
+
+use crate::support;
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventbus::{
+    Bus, Message, MessageStream, Options, Overflow, PublishError, SubscribeError, Topic,
+};
+use futures_core::Stream;
+use support::{Latch, Seen, Signal, PATIENCE};
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+struct A(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+struct B(u64);
+
+fn multi_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An async subscriber that records what it saw; it first awaits, so a message really is
+/// held across an `.await`.
+fn recorder<T: Topic + Copy + Into<u64>>(
+    seen: &Seen<u64>,
+) -> impl FnMut(Message<T>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+       + Send
+       + 'static {
+    let seen = seen.clone();
+    move |m: Message<T>| {
+        let seen = seen.clone();
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            seen.push((*m).into());
+        })
+    }
+}
+
+impl From<A> for u64 {
+    fn from(a: A) -> u64 {
+        a.0
+    }
+}
+
+impl From<B> for u64 {
+    fn from(b: B) -> u64 {
+        b.0
+    }
+}
+
+async fn next<T: Send + Sync + 'static>(stream: &mut MessageStream<T>) -> Option<Message<T>> {
+    poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx)).await
+}
+
+/// Promise 4: threads and tasks publishing at once; an async and a thread subscriber see one
+/// order, the same one.
+#[test]
+fn async_and_thread_subscribers_see_one_order_from_threads_and_tasks() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let by_task = Seen::new();
+    let record = by_task.clone();
+    bus.subscribe_async::<A, _, _, _>(Options::default().capacity(4), move |m: Message<A>| {
+        let record = record.clone();
+        async move {
+            tokio::task::yield_now().await;
+            record.push(m.seq());
+        }
+    });
+    let by_thread = Seen::new();
+    let record = by_thread.clone();
+    bus.subscribe::<A>(Options::default().capacity(4), move |m: &Message<A>| {
+        record.push(m.seq())
+    });
+    std::thread::scope(|scope| {
+        for t in 0..2 {
+            let bus = bus.clone();
+            scope.spawn(move || {
+                for i in 0..200 {
+                    bus.publish(A(t * 1000 + i)).unwrap();
+                }
+            });
+        }
+        runtime.block_on(async {
+            let tasks: Vec<_> = (0..2)
+                .map(|t| {
+                    let bus = bus.clone();
+                    tokio::spawn(async move {
+                        for i in 0..200 {
+                            bus.publish_async(A(10_000 + t * 1000 + i)).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+    });
+    bus.close();
+    assert_eq!(by_task.get(), (0..800).collect::<Vec<_>>());
+    assert_eq!(by_thread.get(), by_task.get());
+}
+
+/// Promise 1: an async subscriber stuck in its handler holds up no one else.
+#[test]
+fn a_stuck_async_subscriber_does_not_hold_up_another() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let started = Signal::new();
+    let (gate, signal) = (Arc::clone(&release), started.clone());
+    bus.subscribe_async::<A, _, _, _>(Options::default().name("stuck"), move |m: Message<A>| {
+        let (gate, signal) = (Arc::clone(&gate), signal.clone());
+        async move {
+            signal.send(m.0);
+            gate.notified().await;
+        }
+    });
+    let fast = Seen::new();
+    bus.subscribe_async(Options::default().name("fast"), recorder::<A>(&fast));
+    for i in 0..5 {
+        bus.publish(A(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    support::until("the fast one has all five", || fast.get().len() == 5);
+    assert_eq!(fast.get(), [0, 1, 2, 3, 4]);
+    let stuck = bus.stats().subscriptions[0].clone();
+    assert_eq!((stuck.queued, stuck.in_handler), (4, 1));
+    release.notify_one();
+    for _ in 1..5 {
+        assert!(started.next() > 0);
+        release.notify_one();
+    }
+    bus.close();
+}
+
+/// Promise 2 for async subscribers: each overflow policy, exactly.
+#[test]
+fn each_overflow_policy_holds_for_an_async_subscriber() {
+    for (overflow, expected, dropped) in [
+        (Overflow::DropOldest, vec![1, 4, 5], 2),
+        (Overflow::DropNewest, vec![1, 2, 3], 2),
+    ] {
+        let runtime = multi_thread();
+        let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+        let release = Latch::new();
+        let started = Signal::new();
+        let seen = Seen::new();
+        let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
+        let subscription = bus.subscribe_async::<A, _, _, _>(
+            Options::default().capacity(2).overflow(overflow),
+            move |m: Message<A>| {
+                let (gate, signal, record) = (gate.clone(), signal.clone(), record.clone());
+                async move {
+                    if m.0 == 1 {
+                        signal.send(1);
+                        tokio::task::spawn_blocking(move || gate.wait())
+                            .await
+                            .unwrap();
+                    }
+                    record.push(m.0);
+                }
+            },
+        );
+        bus.publish(A(1)).unwrap();
+        assert_eq!(started.next(), 1);
+        for i in 2..=5 {
+            bus.publish(A(i)).unwrap();
+        }
+        release.open();
+        let stats = subscription.unsubscribe();
+        assert_eq!(seen.get(), expected, "{overflow:?}");
+        assert_eq!(stats.dropped, dropped, "{overflow:?}");
+        bus.close();
+    }
+}
+
+/// Promise 2, `Block`: `publish_async` waits for room by awaiting, and a thread publisher
+/// into an async subscriber's full mailbox waits too; nothing is lost.
+#[test]
+fn block_waits_for_an_async_subscriber_and_loses_nothing() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let seen = Seen::new();
+    bus.subscribe_async(Options::default().capacity(1), recorder::<A>(&seen));
+    let publisher = bus.clone();
+    let thread = std::thread::spawn(move || {
+        for i in 0..300 {
+            publisher.publish(A(i)).unwrap();
+        }
+    });
+    thread.join().unwrap();
+    let publisher = bus.clone();
+    runtime.block_on(async move {
+        for i in 300..600 {
+            publisher.publish_async(A(i)).await.unwrap();
+        }
+    });
+    bus.close();
+    assert_eq!(seen.get(), (0..600).collect::<Vec<_>>());
+}
+
+/// Promise 3: an `Err` is retried in place, a panic is a failed attempt, then dead letters;
+/// the task lives on.
+#[test]
+fn async_retries_then_dead_letters_and_panics_are_failed_attempts() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let attempts = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&attempts);
+    let subscription = bus.subscribe_async::<A, _, _, _>(
+        Options::default()
+            .retries(2)
+            .backoff(Duration::from_millis(1))
+            .name("flaky"),
+        move |m: Message<A>| {
+            let counted = Arc::clone(&counted);
+            async move {
+                tokio::task::yield_now().await;
+                match m.0 {
+                    1 => {
+                        counted.fetch_add(1, SeqCst);
+                        Err(format!("{} refused", m.0))
+                    }
+                    2 => panic!("the future panics"),
+                    _ => Ok(()),
+                }
+            }
+        },
+    );
+    for i in 0..4 {
+        bus.publish(A(i)).unwrap();
+    }
+    bus.close();
+    let stats = subscription.stats();
+    assert_eq!(attempts.load(SeqCst), 3);
+    assert_eq!(
+        (
+            stats.delivered,
+            stats.failed,
+            stats.retried,
+            stats.dead_lettered
+        ),
+        (2, 6, 4, 2)
+    );
+    let letters = bus.dead_letters();
+    assert_eq!(letters[0].error(), "1 refused");
+    assert_eq!(letters[0].payload::<A>(), Some(&A(1)));
+    assert!(letters[1].error().contains("the future panics"));
+    assert_eq!(
+        stats.received,
+        stats.delivered + stats.dead_lettered + stats.dropped + stats.queued + stats.in_handler
+    );
+}
+
+/// Promise 5: `close_async` delivers a cascade that async handlers publish while it drains,
+/// then refuses publishes from outside, handing the message back.
+#[test]
+fn close_async_delivers_a_cascade_published_while_draining() {
+    let runtime = multi_thread();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let publisher = bus.clone();
+        bus.subscribe_async::<A, _, _, _>(Options::default().capacity(1), move |m: Message<A>| {
+            let publisher = publisher.clone();
+            async move {
+                publisher.publish_async(B(m.0 * 10)).await.unwrap();
+                publisher.publish_async(B(m.0 * 10 + 1)).await.unwrap();
+            }
+        });
+        let seen = Seen::new();
+        bus.subscribe_async(Options::default().capacity(1), recorder::<B>(&seen));
+        for i in 1..=3 {
+            bus.publish_async(A(i)).await.unwrap();
+        }
+        bus.close_async().await;
+        assert_eq!(seen.get(), [10, 11, 20, 21, 30, 31]);
+        assert_eq!(
+            bus.publish_async(A(9)).await,
+            Err(PublishError::Closed(A(9)))
+        );
+    });
+}
+
+/// The wait graph covers tasks: an async handler publishing into its own full mailbox is
+/// refused instead of waiting forever.
+#[test]
+fn an_async_handler_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let results = Seen::new();
+    let (record, publisher) = (results.clone(), bus.clone());
+    let release = Latch::new();
+    let started = Signal::new();
+    let (gate, signal) = (release.clone(), started.clone());
+    bus.subscribe_async::<A, _, _, _>(Options::default().capacity(1), move |m: Message<A>| {
+        let (record, publisher, gate, signal) = (
+            record.clone(),
+            publisher.clone(),
+            gate.clone(),
+            signal.clone(),
+        );
+        async move {
+            if m.0 == 0 {
+                signal.send(0);
+                tokio::task::spawn_blocking(move || gate.wait())
+                    .await
+                    .unwrap();
+                let refused = publisher.publish_async(A(100)).await;
+                record.push(format!("{refused:?}"));
+            }
+        }
+    });
+    bus.publish(A(0)).unwrap();
+    assert_eq!(started.next(), 0);
+    bus.publish(A(1)).unwrap(); // the mailbox of one is full
+    release.open();
+    bus.close();
+    assert_eq!(results.get(), ["Err(WouldDeadlock(..))"]);
+}
+
+/// `publish_async` dropped while it waits for room has published nothing: no seq, no
+/// subscriber reached, nothing counted.
+#[test]
+fn publish_async_cancelled_while_waiting_publishes_nothing() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let release = Latch::new();
+    let started = Signal::new();
+    let seen = Seen::new();
+    let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
+    bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
+        if m.0 == 0 {
+            signal.send(0);
+            gate.wait();
+        }
+        record.push(m.0);
+    });
+    let other = Seen::new();
+    let record = other.clone();
+    bus.subscribe::<A>(Options::default(), move |m: &Message<A>| record.push(m.0));
+    bus.publish(A(0)).unwrap();
+    assert_eq!(started.next(), 0);
+    bus.publish(A(1)).unwrap();
+    let publisher = bus.clone();
+    runtime.block_on(async move {
+        let waited =
+            tokio::time::timeout(Duration::from_millis(50), publisher.publish_async(A(2))).await;
+        assert!(
+            waited.is_err(),
+            "the mailbox is full: the publish must wait"
+        );
+    });
+    release.open();
+    assert_eq!(
+        bus.publish(A(3)).unwrap(),
+        2,
+        "the cancelled publish took no seq"
+    );
+    bus.close();
+    assert_eq!(seen.get(), [0, 1, 3]);
+    assert_eq!(other.get(), [0, 1, 3]);
+}
+
+/// A subscription as a stream: it yields in order, close ends it after everything
+/// accepted, and dropping it unsubscribes.
+#[test]
+fn a_stream_yields_in_order_ends_at_close_and_unsubscribes_when_dropped() {
+    let runtime = current_thread();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let mut orders = bus.stream::<A>(Options::default().capacity(4).name("stream"));
+        let mut gone = bus.stream::<A>(Options::default().name("gone"));
+        for i in 0..3 {
+            bus.publish_async(A(i)).await.unwrap();
+        }
+        assert_eq!(next(&mut gone).await.map(|m| m.0), Some(0));
+        drop(gone);
+        assert_eq!(bus.stats().subscriptions.len(), 1);
+        let closer = bus.clone();
+        let close = tokio::spawn(async move { closer.close_async().await });
+        let mut seen = Vec::new();
+        while let Some(m) = next(&mut orders).await {
+            seen.push((m.seq(), m.0));
+        }
+        close.await.unwrap();
+        assert_eq!(seen, [(0, 0), (1, 1), (2, 2)]);
+        let stats = orders.stats();
+        assert_eq!((stats.received, stats.delivered, stats.queued), (3, 3, 0));
+    });
+}
+
+/// A sync `publish` on a `current_thread` runtime's thread never waits for the bus's own
+/// tasks: where it would, it hands the message back with `WouldDeadlock`.
+#[test]
+fn sync_publish_on_a_current_thread_runtime_refuses_to_wait() {
+    let runtime = current_thread();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let seen = Seen::new();
+        bus.subscribe_async(Options::default().capacity(1), recorder::<A>(&seen));
+        assert_eq!(bus.publish(A(0)), Ok(0)); // room: published as anywhere
+        assert_eq!(bus.publish(A(1)), Err(PublishError::WouldDeadlock(A(1))));
+        bus.publish_async(A(1)).await.unwrap();
+        bus.close_async().await;
+        assert_eq!(seen.get(), [0, 1]);
+    });
+}
+
+/// On a multi-thread runtime's thread, a sync `publish` and `close` wait safely: the
+/// thread's other tasks are handed off while they block.
+#[test]
+fn sync_publish_and_close_on_a_multi_thread_runtime_wait_safely() {
+    let runtime = multi_thread();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let seen = Seen::new();
+        bus.subscribe_async(Options::default().capacity(1), recorder::<A>(&seen));
+        let publisher = bus.clone();
+        tokio::spawn(async move {
+            for i in 0..50 {
+                publisher.publish(A(i)).unwrap();
+            }
+            publisher.close();
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen.get(), (0..50).collect::<Vec<_>>());
+    });
+}
+
+/// An async subscriber with no runtime is refused with an error naming it.
+#[test]
+fn an_async_subscriber_without_a_runtime_is_refused_by_name() {
+    let bus = Bus::builder().build();
+    let error = bus
+        .try_subscribe_async::<A, _, _, _>(
+            Options::default().name("saver"),
+            |_: Message<A>| async {},
+        )
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::NoRuntime { .. }));
+    assert!(error.to_string().contains("`saver`"), "{error}");
+    let report = bus.close_timeout(PATIENCE);
+    assert!(report.completed);
+}
+
+mod registered {
+    //! `#[subscriber] async fn`: the same parameters as a sync subscriber, in any order.
+
+    use super::*;
+    use eventbus::{subscriber, BuildError, State};
+
+    #[derive(Topic, Debug)]
+    struct OrderPlaced {
+        id: u64,
+    }
+
+    #[derive(Topic, Debug)]
+    struct OrderSaved {
+        id: u64,
+    }
+
+    #[derive(Default)]
+    struct Db {
+        saved: std::sync::Mutex<Vec<u64>>,
+        confirmed: std::sync::Mutex<Vec<u64>>,
+    }
+
+    #[derive(Debug)]
+    struct DbError(u64);
+
+    impl std::fmt::Display for DbError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "order {} refused", self.0)
+        }
+    }
+
+    impl std::error::Error for DbError {}
+
+    #[subscriber(capacity = 4, retries = 1, backoff = "1ms")]
+    async fn save_order(order: &OrderPlaced, db: State<Db>, bus: &Bus) -> Result<(), DbError> {
+        tokio::task::yield_now().await;
+        if order.id == 13 {
+            return Err(DbError(13));
+        }
+        db.saved.lock().unwrap().push(order.id);
+        bus.publish_async(OrderSaved { id: order.id }).await.ok();
+        Ok(())
+    }
+
+    #[subscriber]
+    async fn confirm(saved: &Message<OrderSaved>, bus: &Bus, db: &State<Db>) {
+        let _ = bus;
+        tokio::task::yield_now().await;
+        db.confirmed.lock().unwrap().push(saved.id);
+    }
+
+    fn here() -> &'static str {
+        module_path!()
+    }
+
+    #[test]
+    fn async_fn_subscribers_take_state_and_the_bus_and_keep_their_errors() {
+        let runtime = multi_thread();
+        runtime.block_on(async {
+            let bus = Bus::builder()
+                .state(Db::default())
+                .registered_in(here())
+                .build();
+            for id in [1, 13, 2] {
+                bus.publish_async(OrderPlaced { id }).await.unwrap();
+            }
+            bus.close_async().await;
+            let db = bus.state::<Db>().unwrap();
+            assert_eq!(*db.saved.lock().unwrap(), [1, 2]);
+            assert_eq!(*db.confirmed.lock().unwrap(), [1, 2]);
+            let letters = bus.dead_letters();
+            assert_eq!((letters.len(), letters[0].attempts()), (1, 2));
+            let source = std::error::Error::source(&letters[0]).unwrap();
+            assert_eq!(source.to_string(), "order 13 refused");
+        });
+    }
+
+    #[test]
+    fn async_fn_subscribers_without_a_runtime_fail_try_build_before_anything_starts() {
+        let error = Bus::builder()
+            .state(Db::default())
+            .registered_in(here())
+            .try_build()
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                BuildError::Subscribe(SubscribeError::NoRuntime { .. })
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("no tokio runtime"), "{error}");
+    }
+}
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(retain = 64)]
+struct Logged(u64);
+
+/// Log topics take async subscribers and streams too: history first, then live messages,
+/// with no gap and no repeat at the seam, one order with the thread subscribers; `Block`
+/// holds the publishers to the slowest task.
+#[test]
+fn async_subscribers_and_streams_read_a_log_topic_from_its_history_on() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    for i in 0..10 {
+        bus.publish(Logged(i)).unwrap();
+    }
+    let by_task = Seen::new();
+    let record = by_task.clone();
+    bus.subscribe_async::<Logged, _, _, _>(
+        Options::default()
+            .capacity(4)
+            .start(eventbus::Start::Earliest),
+        move |m: Message<Logged>| {
+            let record = record.clone();
+            async move {
+                tokio::task::yield_now().await;
+                record.push(m.seq());
+            }
+        },
+    );
+    let mut stream = bus.stream::<Logged>(Options::default().start(eventbus::Start::Seq(5)));
+    let by_thread = Seen::new();
+    let record = by_thread.clone();
+    bus.subscribe::<Logged>(
+        Options::default().start(eventbus::Start::Earliest),
+        move |m: &Message<Logged>| record.push(m.seq()),
+    );
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..2)
+            .map(|t| {
+                let bus = bus.clone();
+                tokio::spawn(async move {
+                    for i in 0..200 {
+                        bus.publish_async(Logged(1000 * (t + 1) + i)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut streamed = Vec::new();
+        while streamed.len() < 405 {
+            streamed.push(
+                next(&mut stream)
+                    .await
+                    .expect("the stream ended early")
+                    .seq(),
+            );
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(streamed, (5..410).collect::<Vec<_>>());
+        let closer = bus.clone();
+        let close = tokio::spawn(async move { closer.close_async().await });
+        assert!(
+            next(&mut stream).await.is_none(),
+            "the stream ends at close"
+        );
+        close.await.unwrap();
+    });
+    assert_eq!(by_task.get(), (0..410).collect::<Vec<_>>());
+    assert_eq!(by_thread.get(), by_task.get());
+    for stats in bus.stats().subscriptions {
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dead_lettered + stats.dropped + stats.queued + stats.in_handler,
+            "{stats:?}"
+        );
+    }
+}

@@ -1,0 +1,644 @@
+//! The NATS JetStream bridge (feature `nats`), against a real `nats-server` that each test
+//! starts on a free 127.0.0.1 port with a store in a temporary directory, and kills at the
+//! end. A missing `nats-server` binary fails the tests (`apt-get install -y nats-server`).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use eventbus::nats::{Bridge, Error};
+use eventbus::{Bus, Message, Options, Topic, TryPublishError};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::support;
+use support::net::free_port;
+
+/// How long a test waits for something that must happen before calling it a failure. Never
+/// a synchronisation: every wait ends as soon as its event happens.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+#[derive(Topic, Serialize, Deserialize, Debug, PartialEq)]
+#[topic(name = "orders.placed")]
+struct OrderPlaced {
+    id: u64,
+}
+
+/// A running `nats-server` with JetStream, killed (and its store removed) when dropped.
+struct Server {
+    child: Option<Child>,
+    port: u16,
+    store: PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let store = std::env::temp_dir().join(format!(
+            "eventbus-nats-{}-{}",
+            std::process::id(),
+            NEXT_STORE.fetch_add(1, SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&store);
+        std::fs::create_dir_all(&store).unwrap();
+        let mut server = Server {
+            child: None,
+            port: free_port(),
+            store,
+        };
+        server.restart();
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server at once (SIGKILL: no clean shutdown).
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server on the same port and store, and waits until it is ready.
+    fn restart(&mut self) {
+        assert!(self.child.is_none(), "the server is running");
+        let child = Command::new("nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p"])
+            .arg(self.port.to_string())
+            .arg("-sd")
+            .arg(&self.store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            Err(error) => panic!(
+                "cannot start `nats-server` ({error}): these tests need it on the PATH; \
+                 install it with `apt-get install -y nats-server`"
+            ),
+        };
+        // The server logs to stderr; "Server is ready" comes once JetStream and the client
+        // port are up. The rest of the log is read (and dropped) so the server never blocks.
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let log = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for line in log.lines() {
+                let Ok(line) = line else { break };
+                if line.contains("Server is ready") {
+                    let _ = ready_tx.send(Ok(()));
+                }
+                lines.push(line);
+            }
+            let _ = ready_tx.send(Err(lines.join("\n")));
+        });
+        match ready_rx.recv_timeout(PATIENCE) {
+            Ok(Ok(())) => {}
+            Ok(Err(log)) => panic!("nats-server stopped before it was ready:\n{log}"),
+            Err(_) => panic!("nats-server was not ready within {PATIENCE:?}"),
+        }
+        self.child = Some(child);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.store);
+    }
+}
+
+static NEXT_STORE: AtomicU64 = AtomicU64::new(0);
+
+/// A bus whose async subscribers run on the current runtime.
+fn bus() -> Bus {
+    Bus::builder().build()
+}
+
+/// The ids of `OrderPlaced` the bus receives, in order.
+fn receive(bus: &Bus) -> mpsc::UnboundedReceiver<u64> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    bus.subscribe_async::<OrderPlaced, _, _, _>(
+        Options::default().name("test::receive"),
+        move |m: Message<OrderPlaced>| {
+            let _ = tx.send(m.id);
+            async {}
+        },
+    );
+    rx
+}
+
+/// The next `n` ids, or a failure naming what was seen if they do not come in time.
+async fn next_ids(rx: &mut mpsc::UnboundedReceiver<u64>, n: usize) -> Vec<u64> {
+    let deadline = Instant::now() + PATIENCE;
+    let mut ids = Vec::with_capacity(n);
+    while ids.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some(id)) => ids.push(id),
+            _ => panic!(
+                "received {} of {n} messages within {PATIENCE:?}; the last: {:?}",
+                ids.len(),
+                ids.last()
+            ),
+        }
+    }
+    ids
+}
+
+/// Nothing more arrives while a marker message sent after everything else makes the trip.
+async fn nothing_more(rx: &mut mpsc::UnboundedReceiver<u64>, bus: &Bus, marker: u64) {
+    bus.publish_async(OrderPlaced { id: marker }).await.unwrap();
+    let after = next_ids(rx, 1).await;
+    assert_eq!(after, [marker], "a message arrived twice or out of order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_buses_exchange_ten_thousand_messages_in_order() {
+    let server = Server::start();
+    let (shop, warehouse) = (bus(), bus());
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    // The warehouse exports the topic too: what it imports must not go back out.
+    importer.export::<OrderPlaced>().await.unwrap();
+    let mut rx = receive(&warehouse);
+
+    let n = 10_000;
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    let ids = next_ids(&mut rx, n as usize).await;
+    assert!(
+        ids.iter().copied().eq(0..n),
+        "out of order or lost: first difference at {:?}",
+        ids.iter().zip(0..n).position(|(a, b)| *a != b)
+    );
+    // Nothing imported went back out: the warehouse's export let every imported message
+    // pass by, and the stream holds the n messages, once each.
+    let export = export_stats(&warehouse);
+    assert_eq!((export.received, export.filtered), (0, n));
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+    let raw = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream = raw.get_stream("eventbus_orders_placed").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_exporters_of_one_topic_interleave_each_in_its_order() {
+    let server = Server::start();
+    let (east, west, warehouse) = (bus(), bus(), bus());
+    let mut bridges = Vec::new();
+    for shop in [&east, &west] {
+        let bridge = Bridge::connect(shop, &server.url()).await.unwrap();
+        bridge.export::<OrderPlaced>().await.unwrap();
+        bridges.push(bridge);
+    }
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let mut rx = receive(&warehouse);
+
+    // Their messages interleave in the stream, so each one's expectation of its own last
+    // message fails often: each goes one at a time then, and keeps its order.
+    let n = 2_000;
+    let publish = |shop: &Bus, base: u64| {
+        let shop = shop.clone();
+        tokio::spawn(async move {
+            for id in base..base + n {
+                shop.publish_async(OrderPlaced { id }).await.unwrap();
+            }
+        })
+    };
+    let (a, b) = (publish(&east, 0), publish(&west, 1_000_000));
+    a.await.unwrap();
+    b.await.unwrap();
+    let ids = next_ids(&mut rx, 2 * n as usize).await;
+    let east_ids: Vec<u64> = ids.iter().copied().filter(|id| *id < 1_000_000).collect();
+    let west_ids: Vec<u64> = ids.iter().copied().filter(|id| *id >= 1_000_000).collect();
+    assert!(east_ids.iter().copied().eq(0..n), "east: {east_ids:?}");
+    assert!(
+        west_ids.iter().copied().eq(1_000_000..1_000_000 + n),
+        "west: {west_ids:?}"
+    );
+    nothing_more(&mut rx, &east, n).await;
+    for bridge in bridges {
+        bridge.close().await.unwrap();
+    }
+    importer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_nothing() {
+    let mut server = Server::start();
+    let (shop, warehouse) = (bus(), bus());
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let mut rx = receive(&warehouse);
+
+    let n = 10_000;
+    let publisher = shop.clone();
+    let publishing = tokio::spawn(async move {
+        for id in 0..n {
+            publisher.publish_async(OrderPlaced { id }).await.unwrap();
+        }
+    });
+    // Mid-stream: some have crossed, others are on the way.
+    let mut ids = next_ids(&mut rx, 1_000).await;
+    tokio::task::block_in_place(|| {
+        server.kill();
+        server.restart();
+    });
+    publishing.await.unwrap();
+    ids.extend(next_ids(&mut rx, (n - 1_000) as usize).await);
+    assert!(
+        ids.iter().copied().eq(0..n),
+        "lost, repeated or out of order: first difference at {:?}",
+        ids.iter().zip(0..n).position(|(a, b)| *a != b)
+    );
+    nothing_more(&mut rx, &shop, n).await;
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_payload_is_a_dead_letter_on_the_importer_and_the_stream_goes_on() {
+    let server = Server::start();
+    let (shop, warehouse) = (bus(), bus());
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let mut rx = receive(&warehouse);
+
+    shop.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+    assert_eq!(next_ids(&mut rx, 1).await, [1]);
+    // Someone else publishes bytes that are no `OrderPlaced` on the topic's subject.
+    let raw = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(raw);
+    js.publish(Bridge::subject::<OrderPlaced>(), "not json {".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    shop.publish_async(OrderPlaced { id: 2 }).await.unwrap();
+    assert_eq!(next_ids(&mut rx, 1).await, [2], "the stream went on");
+
+    let letters = warehouse.dead_letters();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    let letter = &letters[0];
+    assert_eq!(letter.topic(), "orders.placed");
+    assert_eq!(letter.subscriber(), "nats-import:warehouse");
+    assert_eq!(letter.seq(), 2, "the stream sequence");
+    assert!(
+        letter.error().contains("cannot decode"),
+        "{}",
+        letter.error()
+    );
+    assert_eq!(
+        letter.payload::<Vec<u8>>().map(Vec::as_slice),
+        Some(&b"not json {"[..])
+    );
+    // Terminated on the server: it never comes again, neither in this run nor the next.
+    importer.close().await.unwrap();
+    let again = bus();
+    let mut rx = receive(&again);
+    let importer = Bridge::connect(&again, &server.url()).await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    nothing_more(&mut rx, &shop, 3).await;
+    assert!(again.dead_letters().is_empty());
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+}
+
+/// A log topic's subscriptions filter on their worker, where the bridge cannot tell an
+/// imported message from a local one: its export is refused, with a reason, before anything
+/// is made on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_topic_cannot_be_exported() {
+    #[derive(eventbus::Topic, serde::Serialize)]
+    #[topic(name = "orders.history", retain = 100)]
+    struct History {
+        id: u64,
+    }
+    let server = Server::start();
+    let shop = bus();
+    let bridge = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let error = bridge.export::<History>().await.unwrap_err();
+    assert!(matches!(error, Error::LogTopic { .. }), "{error:?}");
+    assert!(error.to_string().contains("keeps a log"), "{error}");
+    assert!(shop.stats().subscriptions.is_empty());
+    shop.publish_async(History { id: 1 }).await.unwrap();
+    bridge.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_a_port_with_no_server_fails_within_the_deadline() {
+    let port = free_port();
+    let bus = bus();
+    let started = Instant::now();
+    let url = format!("nats://127.0.0.1:{port}");
+    let error = Bridge::connect(&bus, &url).await.unwrap_err();
+    assert!(
+        started.elapsed() <= Bridge::CONNECT_TIMEOUT + Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(error, Error::Connect { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("cannot connect to the NATS server at `{url}`")),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_while_the_server_is_down_blocks_and_completes_when_it_is_back() {
+    let mut server = Server::start();
+    let (shop, warehouse) = (bus(), bus());
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let capacity = 4;
+    exporter
+        .export_with::<OrderPlaced>(Options::default().capacity(capacity))
+        .await
+        .unwrap();
+    server.kill();
+
+    // While the server is away the exporter's window (its sender's) fills, then its mailbox:
+    // the topic's publishers are held back (`Block`). Seen without waiting: `try_publish` is
+    // refused once the exporter holds one it cannot hand on and has `capacity` queued.
+    let mut accepted = 0;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match shop.try_publish(OrderPlaced { id: accepted }) {
+            Ok(_) => accepted += 1,
+            Err(TryPublishError::Full(_)) => {
+                let stats = export_stats(&shop);
+                if (stats.in_handler, stats.queued) == (1, capacity as u64) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the exporter never took a message"
+                );
+                tokio::task::yield_now().await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!(accepted > capacity as u64, "{accepted}");
+    // A `Block` publish waits for room (whether the sender still had room to take one more
+    // before it found the server gone is a race, so this is not asserted to be pending);
+    // it completes once the server is back.
+    let publisher = shop.clone();
+    let waiting = tokio::spawn(async move {
+        publisher
+            .publish_async(OrderPlaced { id: accepted })
+            .await
+            .unwrap()
+    });
+    tokio::task::block_in_place(|| server.restart());
+    waiting.await.unwrap();
+    for id in accepted + 1..accepted + 10 {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    exporter.close().await.unwrap();
+
+    // The stream holds every message once, in order.
+    // Subscribed before the import, as `import` says: the stream already holds every message,
+    // and what the import publishes before a subscriber comes is gone for it.
+    let mut rx = receive(&warehouse);
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    importer.import::<OrderPlaced>("check").await.unwrap();
+    let ids = next_ids(&mut rx, (accepted + 10) as usize).await;
+    assert!(ids.iter().copied().eq(0..accepted + 10), "{ids:?}");
+    importer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_reports_the_exports_the_server_never_acknowledged() {
+    let mut server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    server.kill();
+    for id in 0..5 {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    let started = Instant::now();
+    let error = exporter
+        .close_timeout(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    // The deadline, then at most one ack timeout (2 s) for the send in hand.
+    assert!(started.elapsed() < PATIENCE, "{:?}", started.elapsed());
+    let Error::Unsent { letters } = error else {
+        panic!("{error:?}")
+    };
+    let ids: Vec<u64> = letters
+        .iter()
+        .map(|l| l.payload::<OrderPlaced>().unwrap().id)
+        .collect();
+    assert_eq!(
+        ids,
+        [0, 1, 2, 3, 4],
+        "every unsent message, with its value, in order"
+    );
+    assert!(letters
+        .iter()
+        .all(|l| l.subscriber() == "nats-export:orders.placed"));
+    assert!(
+        letters[4]
+            .error()
+            .contains("closed before the NATS server acknowledged"),
+        "{}",
+        letters[4].error()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_bus_flushes_the_exports_first() {
+    let server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    let n = 1_000;
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    // No `bridge.close()`: the bus's close waits for the server's acks of what it accepted.
+    shop.close_async().await;
+    let raw = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream = raw.get_stream("eventbus_orders_placed").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, n);
+    exporter.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shop_and_a_warehouse_in_two_processes() {
+    let server = Server::start();
+    let example = build_example();
+    let run = |role: &str| {
+        Command::new(&example)
+            .args(["--role", role, "--url", &server.url(), "--orders", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let warehouse = run("warehouse");
+    let shop = run("shop");
+    let (shop, warehouse) = tokio::task::spawn_blocking(move || {
+        (
+            wait_with_deadline(shop, "shop"),
+            wait_with_deadline(warehouse, "warehouse"),
+        )
+    })
+    .await
+    .unwrap();
+    // Both sides' output on a failure of either: a shop waiting for replies is explained by
+    // what the warehouse did.
+    let (shop, warehouse) = match (shop, warehouse) {
+        (Ok(shop), Ok(warehouse)) => (shop, warehouse),
+        (shop, warehouse) => panic!(
+            "{}\n{}\n{}",
+            shop.unwrap_or_else(|failed| failed),
+            warehouse.unwrap_or_else(|failed| failed),
+            consumers(&server.url()).await
+        ),
+    };
+    for order in 1..=20 {
+        assert!(
+            shop.contains(&format!("shop: stock reserved for order {order}\n")),
+            "{shop}"
+        );
+        assert!(
+            warehouse.contains(&format!(
+                "warehouse: reserving item-{order} for order {order}\n"
+            )),
+            "{warehouse}"
+        );
+    }
+    let reserved: Vec<&str> = shop.lines().filter(|l| l.contains("reserved")).collect();
+    assert_eq!(reserved.len(), 20, "each reservation once: {shop}");
+    assert!(shop.ends_with("shop: done, 20 of 20\n"), "{shop}");
+    assert!(
+        warehouse.ends_with("warehouse: done, 20 of 20\n"),
+        "{warehouse}"
+    );
+}
+
+/// What the server says of the example's two durable consumers, for a failure's message.
+/// Once in several CI runs the shop's import delivered nothing while the warehouse's
+/// messages were acknowledged; the suspicion (unconfirmed) is nats-server 2.9.x making a
+/// consumer that never delivers when two clients create its stream at once. Such a
+/// consumer shows messages delivered and pending acks, with an ack floor of 0.
+async fn consumers(url: &str) -> String {
+    let Ok(client) = async_nats::connect(url).await else {
+        return "the server's consumers: cannot connect".into();
+    };
+    let js = async_nats::jetstream::new(client);
+    let mut said = String::from("the server's consumers:");
+    for (stream, name) in [
+        ("eventbus_shop_stock_reserved", "shop"),
+        ("eventbus_shop_orders_placed", "warehouse"),
+    ] {
+        let info = match js.get_stream(stream).await {
+            Ok(stream) => match stream.consumer_info(name).await {
+                Ok(info) => format!(
+                    "delivered {:?}, ack floor {:?}, pending acks {}, redelivered {}, \
+                     pending {}",
+                    info.delivered,
+                    info.ack_floor,
+                    info.num_ack_pending,
+                    info.num_redelivered,
+                    info.num_pending
+                ),
+                Err(error) => format!("no consumer info: {error}"),
+            },
+            Err(error) => format!("no stream: {error}"),
+        };
+        said.push_str(&format!("\n  {stream} / {name}: {info}"));
+    }
+    said
+}
+
+/// The process's stdout once it has exited successfully within the deadline; else what
+/// went wrong, with its stdout and stderr (the process is killed past the deadline).
+fn wait_with_deadline(mut child: Child, role: &str) -> Result<String, String> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let output = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if !status.success() {
+                return Err(format!("{role} failed: {status}\n{stdout}\n{stderr}"));
+            }
+            return Ok(stdout);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            return Err(format!(
+                "{role} did not finish within {PATIENCE:?}:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Builds `examples/nats_shop.rs` and returns its path (cargo names it in its JSON output),
+/// in the target directory this test binary was built in (`<target>/<profile>/deps/`), so
+/// only the example itself is compiled: cargo lets go of that directory's lock before it
+/// runs the tests.
+fn build_example() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
+    let release = exe.ancestors().nth(2).unwrap().ends_with("release");
+    let output = Command::new(cargo)
+        .args(["build", "--quiet", "--message-format=json", "--example"])
+        .args(release.then_some("--release"))
+        .arg("nats_shop")
+        .args(["--features", "nats", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .env_remove("CARGO_TARGET_DIR")
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "cannot build the nats_shop example"
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let line = stdout
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
+        .filter(|l| l.contains("\"executable\":\""))
+        .find(|l| l.contains("nats_shop"))
+        .unwrap_or_else(|| panic!("cargo named no nats_shop executable:\n{stdout}"));
+    let value: serde_json::Value = serde_json::from_str(line).unwrap();
+    PathBuf::from(value["executable"].as_str().unwrap())
+}
+
+fn export_stats(bus: &Bus) -> eventbus::SubscriptionStats {
+    let stats = bus.stats();
+    let export = stats
+        .subscriptions
+        .into_iter()
+        .find(|s| s.name == "nats-export:orders.placed");
+    export.expect("the export subscription")
+}
