@@ -401,7 +401,10 @@ impl World {
                     let sub = &mut self.subs[i];
                     let (latch, from) = sub.stalled.take().unwrap();
                     let window = (from, self.next_seq[sub.topic]);
-                    let held = ((window.1 - window.0) as usize).min(sub.keeps()) as u64;
+                    // What it holds, within its capacity: on the log, what lies past its
+                    // window is lag, not queued (issue 31).
+                    let held = (window.1 - window.0) as usize;
+                    let held = held.min(sub.keeps()).min(sub.capacity) as u64;
                     let unfinished = report
                         .subscriptions
                         .iter()

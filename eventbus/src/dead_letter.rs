@@ -17,7 +17,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use crate::handler::Failure;
-use crate::message::Message;
+use crate::message::{AnyMessage, Message};
 use crate::trace;
 use crate::util::unwind::drop_quietly;
 
@@ -67,6 +67,13 @@ impl DeadLetter {
         error: Failure,
         attempts: u32,
     ) -> Self {
+        // An observer's letter (its message an `AnyMessage`) is found under the topic of the
+        // value it wraps: that topic redelivers it to the observer.
+        let any: &dyn Any = &message;
+        let topic_type = match any.downcast_ref::<Message<AnyMessage>>() {
+            Some(observed) => observed.payload().topic_type(),
+            None => TypeId::of::<T>(),
+        };
         DeadLetter {
             topic: message.topic(),
             seq: message.seq(),
@@ -75,7 +82,7 @@ impl DeadLetter {
             attempts,
             message: Arc::new(message),
             subscription,
-            topic_type: TypeId::of::<T>(),
+            topic_type,
         }
     }
 
@@ -144,14 +151,20 @@ impl DeadLetter {
         self.attempts
     }
 
-    /// The published value, if it is a `T`.
+    /// The published value, if it is a `T`. For an observer's letter, both the
+    /// [`AnyMessage`] it was handed and the value of the topic it observed.
     pub fn payload<T: 'static>(&self) -> Option<&T> {
         self.message::<T>().map(Message::payload)
     }
 
-    /// The whole message, if it is a `Message<T>`.
+    /// The whole message, if it is a `Message<T>`. For an observer's letter, both the
+    /// `Message<AnyMessage>` it was handed and the message of the topic it observed.
     pub fn message<T: 'static>(&self) -> Option<&Message<T>> {
-        self.message.downcast_ref::<Message<T>>()
+        let message = self.message.downcast_ref::<Message<T>>();
+        message.or_else(|| {
+            let observed = self.message.downcast_ref::<Message<AnyMessage>>()?;
+            observed.payload().message::<T>()
+        })
     }
 }
 

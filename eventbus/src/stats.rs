@@ -110,7 +110,9 @@ pub struct SubscriptionStats {
     pub capacity: usize,
     /// What its full mailbox does.
     pub overflow: Overflow,
-    /// Messages published to its topic while it was subscribed, dropped ones included.
+    /// Messages published to its topic while it was subscribed, dropped ones included. On a
+    /// log topic, those that came within its window: at most `capacity` past what its worker
+    /// took (the rest of its `lag` is received as it reads on).
     pub received: u64,
     /// Messages waiting in its mailbox.
     pub queued: u64,
@@ -200,13 +202,22 @@ impl SubscriptionStats {
         };
         let filtered = counters.filtered.load(Relaxed);
         let finished = delivered + dead_lettered + abandoned;
+        let backlog = received.saturating_sub(dropped + taken);
+        // A log subscription's mailbox is its window of the log: `capacity` messages past
+        // what its worker took. What lies beyond has not reached it yet (`lag` counts it),
+        // and is received as it comes within reach; so `queued` never exceeds `capacity`.
+        let cap = capacity as u64;
+        let (received, queued) = match view {
+            Some(_) if backlog > cap => (received - (backlog - cap), cap),
+            _ => (received, backlog),
+        };
         SubscriptionStats {
             name: name.to_owned(),
             topic,
             capacity,
             overflow,
             received,
-            queued: received.saturating_sub(dropped + taken),
+            queued,
             in_handler: taken.saturating_sub(finished),
             delivered,
             failed,

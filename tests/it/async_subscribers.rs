@@ -636,3 +636,56 @@ fn async_subscribers_and_streams_read_a_log_topic_from_its_history_on() {
         );
     }
 }
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(retain = 8)]
+struct HeldLog(u64);
+
+/// As for a thread reader: unsubscribing a `Block` async log subscriber that is behind
+/// delivers what it had queued, though the trim passes where it was (issue 31, item 3).
+#[test]
+fn unsubscribing_a_block_async_reader_that_is_behind_delivers_what_it_had_queued() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (started, seen) = (Signal::new(), Seen::new());
+    let subscription = {
+        let (release, started, seen) = (Arc::clone(&release), started.clone(), seen.clone());
+        bus.subscribe_async::<HeldLog, _, _, _>(
+            Options::default().capacity(8),
+            move |m: Message<HeldLog>| {
+                let (release, started, seen) =
+                    (Arc::clone(&release), started.clone(), seen.clone());
+                async move {
+                    if m.0 == 0 {
+                        started.send(0);
+                        release.notified().await;
+                    }
+                    seen.push(m.0);
+                }
+            },
+        )
+    };
+    for i in 0..8 {
+        bus.publish(HeldLog(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    std::thread::scope(|scope| {
+        let leaving = scope.spawn(move || subscription.unsubscribe());
+        let publisher = scope.spawn(|| {
+            for i in 8..16 {
+                bus.publish(HeldLog(i)).unwrap();
+            }
+        });
+        publisher.join().unwrap();
+        release.notify_one();
+        let stats = leaving.join().unwrap();
+        assert_eq!(
+            seen.get(),
+            (0..8).collect::<Vec<_>>(),
+            "what was queued, in order"
+        );
+        assert_eq!((stats.received, stats.delivered, stats.dropped), (8, 8, 0));
+    });
+    bus.close();
+}

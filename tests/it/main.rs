@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod nats_bridge;
 pub mod observers;
 pub mod overflow;
+pub mod redelivery;
 pub mod retries;
 #[cfg(feature = "serde")]
 pub mod serde;

@@ -501,3 +501,69 @@ fn an_observer_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
     assert_eq!(bus.stats().topics[0].published, 2);
     bus.close();
 }
+
+#[derive(Topic, Debug)]
+#[topic(name = "shop.placed")]
+struct ShopPlaced(#[allow(dead_code)] u64);
+
+#[derive(Topic, Debug)]
+#[topic(name = "shop.audit")]
+struct ShopAudit(#[allow(dead_code)] u64);
+
+/// A `Block` observer whose handler publishes into its own topics: each of its publishes is
+/// either delivered to it or refused with `WouldDeadlock` (the message handed back), never
+/// dropped while the publish says `Ok`. Issue 31, item 4 (200 publishes dropped 6 of the
+/// observer's own, every one `Ok`). `EVENTBUS_TEST_ITERATIONS` sets the rounds.
+#[test]
+fn a_block_observers_own_cascade_is_delivered_or_refused_never_dropped() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    let rounds: u64 = std::env::var("EVENTBUS_TEST_ITERATIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .map_or(5, |n: u64| (n / 4_000).max(1));
+    for _ in 0..rounds {
+        let bus = Bus::builder().build();
+        let (accepted, refused, audits) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let observer = {
+            let (accepted, refused, audits) = (
+                Arc::clone(&accepted),
+                Arc::clone(&refused),
+                Arc::clone(&audits),
+            );
+            let options = Options::default().name("cascade").capacity(2);
+            // A handle of the application's: it publishes as the observer's handler all the
+            // same (the handler is who runs on the worker), and `close` below ends it.
+            let handle = bus.clone();
+            bus.observe("shop.*", options, move |m: &AnyMessage| {
+                if let Some(placed) = m.downcast_ref::<ShopPlaced>() {
+                    match handle.publish(ShopAudit(placed.0)) {
+                        Ok(_) => accepted.fetch_add(1, SeqCst),
+                        Err(eventbus::PublishError::WouldDeadlock(_)) => {
+                            refused.fetch_add(1, SeqCst)
+                        }
+                        Err(other) => panic!("{other}"),
+                    };
+                } else {
+                    audits.fetch_add(1, SeqCst);
+                }
+            })
+            .unwrap()
+        };
+        for i in 0..200 {
+            bus.publish(ShopPlaced(i)).unwrap();
+        }
+        bus.close();
+        let stats = observer.unsubscribe();
+        assert_eq!(stats.dropped, 0, "{stats:?}");
+        assert_eq!(accepted.load(SeqCst) + refused.load(SeqCst), 200);
+        assert_eq!(audits.load(SeqCst), accepted.load(SeqCst), "{stats:?}");
+        assert_eq!(stats.received, 200 + accepted.load(SeqCst));
+        assert_eq!(stats.delivered, stats.received);
+    }
+}

@@ -133,6 +133,18 @@ impl SubscriptionCore {
     }
 
     /// The ids its topic knows its mailboxes by: its own, or its group's mailboxes'.
+    /// For a group without a key, whose workers share one mailbox: that mailbox's id, if
+    /// `worker` is one of them (a worker's dead letter goes back to the shared mailbox).
+    pub(crate) fn shared_mailbox_of(&self, worker: u64) -> Option<u64> {
+        let members = self.delivery.members()?;
+        let mailbox = members.mailbox?;
+        members
+            .workers
+            .iter()
+            .any(|w| w.id == worker)
+            .then_some(mailbox.id)
+    }
+
     pub(crate) fn mailbox_ids(&self) -> Vec<u64> {
         match self.delivery.members() {
             None => vec![self.id],

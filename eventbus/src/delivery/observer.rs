@@ -251,6 +251,21 @@ impl Entered<'_> {
         })
     }
 
+    /// Whether its mailbox is full now; the turn is held, so room found stays.
+    pub(crate) fn is_full(&self) -> bool {
+        self.inlet.outbox.is_full()
+    }
+
+    /// Offers the observer a message it was handed before (a dead letter's), as it is.
+    pub(crate) fn offer_again(
+        &self,
+        message: Message<AnyMessage>,
+        stop: &Receiver<()>,
+        topic: &TopicWaits,
+    ) -> Offer {
+        self.inlet.outbox.offer(message, stop, topic)
+    }
+
     /// Offers the observer its share of `message` (one of the publish's references).
     pub(crate) fn offer<T: crate::topic::Topic>(
         &self,

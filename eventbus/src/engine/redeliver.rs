@@ -46,7 +46,7 @@ impl Engine {
                 let publisher = worker::current(self.id);
                 topic.redeliver(
                     letter.any_message(),
-                    letter.subscription(),
+                    self.mailbox_of(letter.subscription()),
                     &self.lifecycle,
                     publisher.as_ref(),
                 )
@@ -65,5 +65,16 @@ impl Engine {
                 Err(error)
             }
         }
+    }
+
+    /// Where a letter of subscription `id` goes back to: the mailbox on its topic's list,
+    /// which for a worker of a group without a key is the one its workers share.
+    fn mailbox_of(&self, id: u64) -> u64 {
+        // Lock order: row 2 (`subscriptions`), nothing else held; see engine/mod.rs.
+        let subscriptions = self.subscriptions.lock();
+        let shared = subscriptions
+            .iter()
+            .find_map(|entry| entry.core.shared_mailbox_of(id));
+        shared.unwrap_or(id)
     }
 }

@@ -202,6 +202,8 @@ trait Erased: Send + Sync {
     fn topic(&self) -> &'static str;
     fn seq(&self) -> u64;
     fn payload(&self) -> &dyn std::any::Any;
+    /// The `Message<T>` itself.
+    fn message(&self) -> &dyn std::any::Any;
     fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     fn serializable(&self) -> Option<&dyn Serializable>;
@@ -246,6 +248,10 @@ impl<T: Send + Sync + 'static> Erased for Typed<T> {
         self.message.payload()
     }
 
+    fn message(&self) -> &dyn std::any::Any {
+        &self.message
+    }
+
     fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         (self.recorded.debug)(self.message.payload(), f)
     }
@@ -284,6 +290,16 @@ impl AnyMessage {
     /// Whether the published value is a `T`.
     pub fn is<T: 'static>(&self) -> bool {
         self.message.payload().is::<T>()
+    }
+
+    /// The `Message<T>` this is a share of, if it is one of `T`.
+    pub(crate) fn message<T: 'static>(&self) -> Option<&Message<T>> {
+        self.message.message().downcast_ref()
+    }
+
+    /// `TypeId::of::<T>()` of the published `T`: its topic's key in the bus's directory.
+    pub(crate) fn topic_type(&self) -> std::any::TypeId {
+        self.message.payload().type_id()
     }
 
     /// The published value as JSON, when its topic's type implements `serde::Serialize`

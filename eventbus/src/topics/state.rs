@@ -35,7 +35,7 @@ use crate::delivery::observer::{self, Entered, Inlet, NoTurn};
 use crate::lifecycle::Lifecycle;
 use crate::message::shared::Pool;
 use crate::message::Envelope;
-use crate::message::Message;
+use crate::message::{AnyMessage, Message};
 use crate::numbering::Numbering;
 use crate::topic::Topic;
 use crate::topics::any::{AnyTopic, Redelivery};
@@ -287,13 +287,17 @@ impl<T: Topic> TopicState<T> {
         let (subscribers, observers) = (&order.subscribers, &order.observers);
         let stop = lifecycle.stop_signal();
         // An all-or-nothing publish takes its observers' turns first, to find room in them
-        // that stays (see `observer.rs`); others take each turn at its hand-out, so that no
-        // observer waits behind this topic's own mailboxes.
+        // that stays (see `observer.rs`); so does a handler's, so that an observer full now
+        // stays full until its hand-out, and a wait for it that would lead back to the handler
+        // is refused below, before anything is numbered (another topic's publisher could
+        // fill it after a look without the turn). Others take each turn at its hand-out, so
+        // that no observer waits behind this topic's own mailboxes.
         let mut entered = Vec::new();
-        if wait != Wait::Forever && !observers.is_empty() {
+        if (wait != Wait::Forever || publisher.is_some()) && !observers.is_empty() {
             let (turn_wait, room_by) = match wait {
                 Wait::Until(deadline) => (observer::TurnWait::Until(deadline), Some(deadline)),
-                _ => (observer::TurnWait::Never, None),
+                Wait::Never => (observer::TurnWait::Never, None),
+                Wait::Forever => (observer::TurnWait::Forever, None),
             };
             for inlet in observers.iter() {
                 let inside = match inlet.enter(turn_wait, node, &self.waits) {
@@ -304,11 +308,15 @@ impl<T: Topic> TopicState<T> {
                     }
                     Err(NoTurn::GaveUp) => return Err((payload, Refused::Timeout)),
                 };
-                match inside.wait_for_room(room_by, stop, &self.waits) {
-                    Room::Ready => {}
-                    Room::Full if wait == Wait::Never => return Err((payload, Refused::Full)),
-                    Room::Full => return Err((payload, Refused::Timeout)),
-                    Room::Stopped => return Err((payload, Refused::Closed)),
+                // A handler's `Forever` publish waits for room at the hand-out, recorded.
+                let all_or_nothing = wait != Wait::Forever;
+                match all_or_nothing.then(|| inside.wait_for_room(room_by, stop, &self.waits)) {
+                    None | Some(Room::Ready) => {}
+                    Some(Room::Full) if wait == Wait::Never => {
+                        return Err((payload, Refused::Full))
+                    }
+                    Some(Room::Full) => return Err((payload, Refused::Timeout)),
+                    Some(Room::Stopped) => return Err((payload, Refused::Closed)),
                 }
                 entered.push(inside);
             }
@@ -332,8 +340,8 @@ impl<T: Topic> TopicState<T> {
                     .filter(|outbox| outbox.would_block() && outbox.wants(&payload))
                     .map(|outbox| Arc::clone(&outbox.core.node))
                     .collect();
-                // Full observers too, seen without their turns: enough to refuse a handler
-                // whose wait would lead back to it before anything is numbered.
+                // Full observers too, their turns held (above): a handler whose wait would
+                // lead back to it is refused before anything is numbered.
                 full.extend(
                     observers
                         .iter()
@@ -647,6 +655,49 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
+    /// Hands `message` (an observer's dead letter, of this topic) to observer `observer`
+    /// alone, again, under the order lock and the observer's turn, without waiting, as
+    /// [`redeliver_to`](Self::redeliver_to) does for a mailbox. A log topic's observers have
+    /// mailboxes, so this works on log topics too.
+    fn redeliver_to_observer(
+        &self,
+        message: Message<AnyMessage>,
+        observer: u64,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<(), Redelivery> {
+        let node = publisher.map(|publisher| &publisher.node);
+        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
+        #[cfg(feature = "tokio")]
+        let _turn = TurnOver(self);
+        // Lock order: row 4 (the order lock), then row 5 below; see engine/mod.rs.
+        let Ok(_order) =
+            deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
+        else {
+            return Err(Redelivery::Full);
+        };
+        if !lifecycle.accepts(publisher.is_some()) {
+            return Err(Redelivery::Closed);
+        }
+        let observers = self.observers.load();
+        let Some(inlet) = observers.iter().find(|inlet| inlet.id() == observer) else {
+            return Err(Redelivery::Unsubscribed);
+        };
+        // Lock order: row 5 (the observer's turn), only tried, under row 4.
+        let Ok(inside) = inlet.enter(observer::TurnWait::Never, node, &self.waits) else {
+            return Err(Redelivery::Full);
+        };
+        if inside.is_full() {
+            return Err(Redelivery::Full);
+        }
+        match inside.offer_again(message, lifecycle.stop_signal(), &self.waits) {
+            Offer::Accepted => Ok(()),
+            Offer::Retired | Offer::Elsewhere => Err(Redelivery::Unsubscribed),
+            Offer::Filtered | Offer::Dropped => Err(Redelivery::Rejected),
+            Offer::Abandoned => Err(Redelivery::Closed),
+        }
+    }
+
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
         self.add_all(vec![outbox]);
     }
@@ -690,8 +741,14 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<(), Redelivery> {
-        match message.downcast_ref::<Message<T>>() {
-            Some(message) => self.redeliver_to(message.clone(), subscription, lifecycle, publisher),
+        if let Some(message) = message.downcast_ref::<Message<T>>() {
+            return self.redeliver_to(message.clone(), subscription, lifecycle, publisher);
+        }
+        match message.downcast_ref::<Message<AnyMessage>>() {
+            Some(observed) => {
+                let observed = observed.clone();
+                self.redeliver_to_observer(observed, subscription, lifecycle, publisher)
+            }
             None => unreachable!("a dead letter's message is found by its topic's TypeId"),
         }
     }

@@ -60,6 +60,9 @@
 //!
 //! `retire` sets the cursor's `end` to the log's end under the ring lock: what was appended
 //! before is delivered, nothing after arrives. The worker stops once it has read up to `end`.
+//! An unsubscribe also takes the cursor out of the log (`remove`), so publishers no longer
+//! wait for it and the trim may pass it: a `Block` cursor's unread messages (at most its
+//! capacity) are first saved for its reader, which delivers them before it stops.
 //!
 //! # Locks
 //!
@@ -178,6 +181,9 @@ struct Ring<T> {
     /// References to messages whose handles unprotected lending workers still hold, by
     /// subscription (see the module docs: lending).
     held: Vec<(u64, Message<T>)>,
+    /// What `Block` subscriptions removed while behind had not read yet, by subscription
+    /// (see `Log::remove`): at most `capacity` references each, until their readers take them.
+    saved: Vec<(u64, VecDeque<Message<T>>)>,
     /// A publish of a seq below this needs no look at the cursors: `min(position + capacity)`
     /// over open `Block` cursors as last computed (a lower bound, since positions only grow;
     /// a join lowers it).
@@ -200,6 +206,9 @@ pub(crate) struct Cursor {
     read: AtomicU64,
     /// `OPEN`, or the log's end when it was retired: written under the ring lock.
     end: AtomicU64,
+    /// Whether what it had not read was saved for it when it left the log (`Log::remove`):
+    /// then the trim no longer laps it. Written under the ring lock.
+    saved: AtomicBool,
     /// Messages its filter rejected, which it did not receive: written by its worker.
     filtered: AtomicU64,
     /// Whether its worker reads messages in their slots (a thread worker, `Block`).
@@ -224,6 +233,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             ring: Mutex::new(Ring {
                 cursors: Vec::new(),
                 held: Vec::new(),
+                saved: Vec::new(),
                 limit: u64::MAX,
                 sleepers: 0,
             }),
@@ -476,8 +486,28 @@ impl<T: Send + Sync + 'static> Log<T> {
         if let Some(at) = ring.cursors.iter().position(|c| c.node.id == subscription) {
             let cursor = ring.cursors.remove(at);
             self.unprotect(&mut ring, &cursor);
+            if cursor.block.is_some() {
+                self.save(&mut ring, &cursor);
+            }
         }
         self.advanced.notify_all();
+    }
+
+    /// Keeps what a `Block` subscription leaving the log had not read (from its read to the
+    /// log's end: at most its capacity, since publishers waited for it) for its reader, so
+    /// that it still delivers what was queued while publishers no longer wait for it and the
+    /// trim moves on. Called under the ring lock, the cursor unprotected.
+    fn save(&self, ring: &mut Ring<T>, cursor: &Cursor) {
+        if cursor.end.load(Relaxed) == OPEN {
+            cursor.end.store(self.tail.load(Relaxed), Release);
+        }
+        let (read, end) = (cursor.read.load(Acquire), cursor.end.load(Relaxed));
+        // SAFETY: under the ring lock, which every write takes.
+        let unread = (read..end)
+            .filter_map(|seq| unsafe { self.slots.get(seq) }.map(|(_, m)| m.clone()))
+            .collect();
+        ring.saved.push((cursor.node.id, unread));
+        cursor.saved.store(true, Release);
     }
 
     /// Takes every cursor out: a closed bus hands nothing out.

@@ -36,7 +36,11 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
             received: upto.saturating_sub(start).saturating_sub(filtered),
             position,
             lag: upto.saturating_sub(position),
-            lapped: oldest.min(upto).saturating_sub(read),
+            // What was saved for it when it left the log is not lapped (`Log::remove`).
+            lapped: match cursor.saved.load(Acquire) {
+                true => 0,
+                false => oldest.min(upto).saturating_sub(read),
+            },
         })
     }
 }
@@ -132,6 +136,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         position: AtomicU64::new(0),
         read: AtomicU64::new(0),
         end: AtomicU64::new(OPEN),
+        saved: AtomicBool::new(false),
         filtered: AtomicU64::new(0),
         lends: block.is_some() && !by_task,
         lend: AtomicU8::new(IDLE),
@@ -390,7 +395,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
 
     /// The next message in the log, whether the filter wants it or not.
     fn take_any(&mut self, wait: bool) -> Option<Message<T>> {
-        if self.batch.is_empty() && !self.wait_until(wait, Self::fill) {
+        if self.batch.is_empty() && !self.wait_until(wait, Self::fill_or_saved) {
             return None;
         }
         self.batch.pop_front()
@@ -399,18 +404,22 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// Waits until the log has a message past `read` for this reader, without taking it
     /// (a lending reader's wait); false once retired and read up to the end, or stopped.
     fn wait_for_more(&mut self, read: u64) -> bool {
-        self.wait_until(true, |this| read < this.readable_to())
+        self.wait_until(true, |this, _| read < this.readable_to())
     }
 
     /// Waits until `ready`, asked under the ring lock; false if it was not and will not be
     /// (retired and read up to the end, or stopped), or `wait` is false.
-    fn wait_until(&mut self, wait: bool, mut ready: impl FnMut(&mut Self) -> bool) -> bool {
+    fn wait_until(
+        &mut self,
+        wait: bool,
+        mut ready: impl FnMut(&mut Self, &mut Ring<T>) -> bool,
+    ) -> bool {
         {
             let log = Arc::clone(&self.log);
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
             let mut ring = log.ring.lock();
             let mut snooze = Snooze::default();
-            while !ready(self) {
+            while !ready(self, &mut ring) {
                 let ended = self.cursor.end.load(Acquire) != OPEN;
                 if !wait || ended || stopped(&self.stop) {
                     return false;
@@ -437,6 +446,24 @@ impl<T: Send + Sync + 'static> Reader<T> {
             }
         }
         true
+    }
+
+    /// Takes what was saved for this reader when it left the log (see `Log::remove`), else
+    /// references out of the ring; whether it took any. Under the ring lock.
+    fn fill_or_saved(&mut self, ring: &mut Ring<T>) -> bool {
+        let id = self.cursor.node.id;
+        if let Some(at) = ring.saved.iter().position(|(of, _)| *of == id) {
+            let (_, saved) = ring.saved.swap_remove(at);
+            // Saved from `read` to the end: the reader has read them all now.
+            self.cursor
+                .read
+                .store(self.cursor.end.load(Acquire), Release);
+            self.batch.extend(saved);
+            if !self.batch.is_empty() {
+                return true;
+            }
+        }
+        self.fill()
     }
 
     /// Takes references out of the ring into `batch`, counting a lap as dropped; whether it
