@@ -567,3 +567,27 @@ fn a_block_observers_own_cascade_is_delivered_or_refused_never_dropped() {
         assert_eq!(stats.delivered, stats.received);
     }
 }
+
+#[derive(Topic, Debug)]
+struct Gen<T: Send + Sync + std::fmt::Debug + 'static>(#[allow(dead_code)] T);
+
+/// A generic topic is named with its type arguments, and observed by that name as written:
+/// the `>` of `Gen<u8>` is a bracket there, not the wildcard (issue 31, item 8).
+#[test]
+fn a_generic_topic_is_observed_by_its_name() {
+    let bus = Bus::builder().build();
+    let seen = Seen::new();
+    let record = seen.clone();
+    let exact = bus
+        .observe("Gen<u8>", Options::default(), move |m: &AnyMessage| {
+            record.push(format!("{} {m:?}", m.topic()))
+        })
+        .unwrap();
+    bus.publish(Gen(1_u8)).unwrap();
+    bus.publish(Gen(2_u16)).unwrap();
+    exact.unsubscribe();
+    assert_eq!(seen.get(), ["Gen<u8> Gen(1)"]);
+    assert!(bus
+        .observe("orders>", Options::default(), |_: &AnyMessage| {})
+        .is_err());
+}

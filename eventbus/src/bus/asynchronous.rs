@@ -242,6 +242,10 @@ pub(crate) fn on_runtime() -> Option<tokio::runtime::RuntimeFlavor> {
 }
 
 /// A subscription as a [`Stream`] of its messages, from [`Bus::stream`].
+///
+/// Dropping it unsubscribes: what it had received and not yet yielded is let go of and
+/// counted as dropped on the subscription (with a `tracing` event for each one it still
+/// held in its mailbox), as a forced close counts what it abandons.
 pub struct MessageStream<T: Send + Sync + 'static> {
     engine: Arc<Engine>,
     core: Arc<SubscriptionCore>,
@@ -319,8 +323,11 @@ impl<T: Send + Sync + 'static> Drop for MessageStream<T> {
             return;
         }
         self.engine.detach(&self.core);
-        // A pending wait holds the mailbox; dropping it lets go of the mailbox too.
-        self.next = None;
+        // A pending wait holds the mailbox; dropping it lets go of the mailbox too, and of
+        // what was in it, which is counted as dropped (nothing arrives after the detach).
+        if self.next.take().is_some() {
+            Counters::add(&self.core.counters.dropped, self.core.backlog());
+        }
         if let Some(mut inbox) = self.inbox.take() {
             crate::worker::abandon_rest(&self.core, || inbox.try_next(), "stream dropped");
         }

@@ -411,7 +411,9 @@ impl Bus {
     /// A pattern is a topic name split at `.`: `*` matches one segment, `>` one or more
     /// (last only), anything else that segment: `"orders.*"` matches `orders.placed`, not
     /// `orders.placed.eu`; `"payments.>"` matches both `payments.refunded` and
-    /// `payments.card.declined`; `"orders.placed"` that topic only.
+    /// `payments.card.declined`; `"orders.placed"` that topic only. A segment that holds a
+    /// `<` is a name, its `>` included: a generic topic's name (`"Gen<u8>"`,
+    /// `"jobs.Envelope<u64>"`) is observed as written.
     ///
     /// An observer is a subscriber in every other way: its own bounded mailbox, worker,
     /// overflow policy, retries, dead letters and stats (its stats' `topic` is the pattern).

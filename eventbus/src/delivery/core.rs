@@ -145,6 +145,24 @@ impl SubscriptionCore {
             .then_some(mailbox.id)
     }
 
+    /// What reached it and was neither taken nor dropped: its mailbox's queue, or on a log
+    /// topic its whole backlog, past its window too (counted as dropped when a stream is
+    /// dropped with it).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn backlog(&self) -> u64 {
+        use std::sync::atomic::Ordering::Acquire;
+        let taken = self.counters.taken.load(Acquire);
+        let dropped = self.counters.dropped.load(Acquire);
+        match self.delivery.log() {
+            Some(view) => view.received.saturating_sub(dropped + view.lapped + taken),
+            None => self
+                .counters
+                .received
+                .load(Acquire)
+                .saturating_sub(dropped + taken),
+        }
+    }
+
     pub(crate) fn mailbox_ids(&self) -> Vec<u64> {
         match self.delivery.members() {
             None => vec![self.id],

@@ -5,7 +5,9 @@
 //! # Patterns
 //!
 //! A topic name is split at `.` into segments; a pattern's `*` matches one segment, `>` one
-//! or more (last only, as in NATS subjects), anything else that segment itself.
+//! or more (last only, as in NATS subjects), anything else that segment itself. A segment
+//! with a `<` is a name whatever it holds: a generic topic is named with its type arguments
+//! (`Gen<u8>`), so its `>` is a bracket, not the wildcard.
 //!
 //! # Attaching, and the one order per topic
 //!
@@ -72,6 +74,8 @@ impl Pattern {
                 ">" if at != last => return Err("`>` may only be its last segment"),
                 ">" => Segment::Rest,
                 "*" => Segment::One,
+                // A generic topic's name: `Gen<u8>`, `Pair<u8, u16>`.
+                _ if part.contains('<') && !part.contains('*') => Segment::Name(part.to_owned()),
                 _ if part.contains(['*', '>']) => {
                     return Err("`*` and `>` stand for whole segments: `orders.*`, not `orders*`")
                 }
@@ -311,6 +315,9 @@ mod tests {
             ("orders.placed", "orders.placed", true),
             ("orders.placed", "orders.placedx", false),
             ("OrderPlaced", "OrderPlaced", true),
+            ("Gen<u8>", "Gen<u8>", true),
+            ("Gen<u8>", "Gen<u16>", false),
+            ("jobs.Pair<u8, u16>", "jobs.Pair<u8, u16>", true),
         ];
         for (pattern, name, expected) in cases {
             let parsed = Pattern::parse(pattern).unwrap();

@@ -54,10 +54,30 @@ impl<T> Drop for Reader<T> {
         if self.cursor.lends {
             self.let_go_held();
         }
+        self.let_go_saved();
     }
 }
 
 impl<T> Reader<T> {
+    /// Lets go of what was saved for this reader when it left the log and it never took (a
+    /// stream dropped, a forced stop), outside the ring lock: a payload's `Drop` is user code.
+    fn let_go_saved(&self) {
+        if !self.cursor.saved.load(Acquire) {
+            return;
+        }
+        let id = self.cursor.node.id;
+        let saved: Vec<_> = {
+            // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
+            let mut ring = self.log.ring.lock();
+            let (mine, others) = std::mem::take(&mut ring.saved)
+                .into_iter()
+                .partition(|(of, _)| *of == id);
+            ring.saved = others;
+            mine
+        };
+        crate::util::unwind::drop_quietly(saved);
+    }
+
     /// Lets go of what the ring keeps for this reader's copied handles (see the module docs:
     /// lending), outside the ring lock: a payload's `Drop` is user code.
     fn let_go_held(&self) {
