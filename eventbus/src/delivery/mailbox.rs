@@ -18,8 +18,10 @@
 //! it wakes: see `TopicWaits`). Then the worker empties the mailbox and stops. Nothing is left
 //! in a mailbox whose worker has gone.
 //!
-//! A publisher that finds a mailbox full, then the flag set, leaves it: the wake-up signal may
-//! have taken the last slot, and the subscription is leaving anyway.
+//! A publisher already waiting for room in a mailbox when it is retired goes on waiting: its
+//! message was numbered before the unsubscribe, so it is the subscription's, and the worker
+//! goes on taking messages while the order lock's holder is at this mailbox (room comes, even
+//! if the retire's wake-up signal took the last slot).
 
 #[cfg(feature = "tokio")]
 use std::sync::atomic::Ordering::Relaxed;
@@ -478,11 +480,9 @@ impl<T: 'static> Outbox<T> {
         };
         Counters::unbump(received);
         loop {
-            // The wake-up signal of a retire may have taken the last slot.
-            if self.flags.shut.load(Acquire) {
-                Counters::bump(received);
-                return Offer::Retired;
-            }
+            // Retired meanwhile (even if the retire's wake-up signal took the last slot), the
+            // mailbox still gets this message, numbered before the unsubscribe: its worker
+            // goes on taking messages while this publisher holds the order lock at it.
             let mut select = Select::new();
             let send = select.send(tx);
             select.recv(stop);
