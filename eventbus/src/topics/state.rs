@@ -49,36 +49,36 @@ use crate::topics::subscribers::Subscribers;
 /// only when `version` says it changed, which on the publish path is one plain load instead
 /// of the snapshot's read-modify-writes.
 pub(crate) struct TopicState<T> {
-    name: &'static str,
+    pub(super) name: &'static str,
     /// The topic's order: held while one message is numbered and handed to every mailbox, so
     /// every subscriber sees the same order whatever number of threads publish.
-    order: Arc<Mutex<Order<T>>>,
+    pub(super) order: Arc<Mutex<Order<T>>>,
     /// The mailboxes, copy-on-write.
-    subscribers: ArcSwap<Subscribers<T>>,
+    pub(super) subscribers: ArcSwap<Subscribers<T>>,
     /// The observers whose pattern matches the topic's name (`observer.rs`), in the order
     /// they were added; copy-on-write, written under `edit` with `version` like `subscribers`.
-    observers: ArcSwap<Vec<Arc<Inlet>>>,
+    pub(super) observers: ArcSwap<Vec<Arc<Inlet>>>,
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
-    version: AtomicU64,
+    pub(super) version: AtomicU64,
     /// The next message's number, shared with the bus's table of numberings: while the
     /// topic has never been heard a publish numbers without the order lock; after, only
     /// under it, with a plain load and store (a read-modify-write costs a publish ~5 ns).
     /// See `numbering.rs`.
-    numbering: Arc<Numbering>,
+    pub(super) numbering: Arc<Numbering>,
     /// The length of `subscribers` and `observers`, readable without loading the lists;
     /// written under `edit`.
-    count: AtomicUsize,
+    pub(super) count: AtomicUsize,
     /// Serialises changes to the subscriber list (never held by a publish).
-    edit: Mutex<()>,
+    pub(super) edit: Mutex<()>,
     /// What the order lock's holder waits on (see `deadlock.rs`).
-    waits: Arc<TopicWaits>,
+    pub(super) waits: Arc<TopicWaits>,
     /// A log topic's log (`delivery/log/`): then every subscription reads it, and `subscribers`
     /// stays empty.
-    log: Option<Arc<Log<T>>>,
+    pub(super) log: Option<Arc<Log<T>>>,
     /// `publish_async` calls wait here for the topic's turn.
     #[cfg(feature = "tokio")]
-    turn: crate::util::wake::Wake,
+    pub(super) turn: crate::util::wake::Wake,
 }
 
 /// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
@@ -607,97 +607,6 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
-    /// Hands `message` (a dead letter's) to subscription `subscription` alone, again, under
-    /// the order lock, without waiting: for the lock only while its holder is moving, not at
-    /// all for room. It keeps its seq; the subscription counts it received once more.
-    fn redeliver_to(
-        &self,
-        message: Message<T>,
-        subscription: u64,
-        lifecycle: &Lifecycle,
-        publisher: Option<&Arc<SubscriptionCore>>,
-    ) -> Result<(), Redelivery> {
-        if self.log.is_some() {
-            return Err(Redelivery::Log);
-        }
-        let node = publisher.map(|publisher| &publisher.node);
-        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
-        #[cfg(feature = "tokio")]
-        let _turn = TurnOver(self);
-        // Lock order: row 4; only channel locks inside (no wait for room); see engine/mod.rs.
-        let Ok(_order) =
-            deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
-        else {
-            return Err(Redelivery::Full);
-        };
-        if !lifecycle.accepts(publisher.is_some()) {
-            return Err(Redelivery::Closed);
-        }
-        let subscribers = self.subscribers.load();
-        let Some(outbox) = subscribers.iter().find(|o| o.core.id == subscription) else {
-            return Err(Redelivery::Unsubscribed);
-        };
-        // Any policy: with `DropNewest` the message would be dropped, with `DropOldest` a
-        // queued one evicted, with `Block` the redelivery would wait. Only the order lock's
-        // holder puts messages in, so room found here stays until the offer.
-        if outbox.is_full() {
-            return Err(Redelivery::Full);
-        }
-        match outbox.offer(message, lifecycle.stop_signal(), &self.waits) {
-            Offer::Accepted => Ok(()),
-            // `Elsewhere`: a group's key now picks another worker's mailbox (a key function
-            // that answers differently for the same message); this one no longer takes it.
-            Offer::Retired | Offer::Elsewhere => Err(Redelivery::Unsubscribed),
-            // Its filter rejects it now, or its filter or key panicked (counted as dropped):
-            // not handed out, so the letter must stay.
-            Offer::Filtered | Offer::Dropped => Err(Redelivery::Rejected),
-            Offer::Abandoned => Err(Redelivery::Closed),
-        }
-    }
-
-    /// Hands `message` (an observer's dead letter, of this topic) to observer `observer`
-    /// alone, again, under the order lock and the observer's turn, without waiting, as
-    /// [`redeliver_to`](Self::redeliver_to) does for a mailbox. A log topic's observers have
-    /// mailboxes, so this works on log topics too.
-    fn redeliver_to_observer(
-        &self,
-        message: Message<AnyMessage>,
-        observer: u64,
-        lifecycle: &Lifecycle,
-        publisher: Option<&Arc<SubscriptionCore>>,
-    ) -> Result<(), Redelivery> {
-        let node = publisher.map(|publisher| &publisher.node);
-        // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
-        #[cfg(feature = "tokio")]
-        let _turn = TurnOver(self);
-        // Lock order: row 4 (the order lock), then row 5 below; see engine/mod.rs.
-        let Ok(_order) =
-            deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
-        else {
-            return Err(Redelivery::Full);
-        };
-        if !lifecycle.accepts(publisher.is_some()) {
-            return Err(Redelivery::Closed);
-        }
-        let observers = self.observers.load();
-        let Some(inlet) = observers.iter().find(|inlet| inlet.id() == observer) else {
-            return Err(Redelivery::Unsubscribed);
-        };
-        // Lock order: row 5 (the observer's turn), only tried, under row 4.
-        let Ok(inside) = inlet.enter(observer::TurnWait::Never, node, &self.waits) else {
-            return Err(Redelivery::Full);
-        };
-        if inside.is_full() {
-            return Err(Redelivery::Full);
-        }
-        match inside.offer_again(message, lifecycle.stop_signal(), &self.waits) {
-            Offer::Accepted => Ok(()),
-            Offer::Retired | Offer::Elsewhere => Err(Redelivery::Unsubscribed),
-            Offer::Filtered | Offer::Dropped => Err(Redelivery::Rejected),
-            Offer::Abandoned => Err(Redelivery::Closed),
-        }
-    }
-
     pub(crate) fn add(&self, outbox: Arc<Outbox<T>>) {
         self.add_all(vec![outbox]);
     }
@@ -719,7 +628,7 @@ impl<T: Topic> TopicState<T> {
 
 /// Tells tasks waiting for the topic's turn that it is over, once the order lock is let go.
 #[cfg(feature = "tokio")]
-struct TurnOver<'a, T>(&'a TopicState<T>);
+pub(super) struct TurnOver<'a, T>(pub(super) &'a TopicState<T>);
 
 #[cfg(feature = "tokio")]
 impl<T> Drop for TurnOver<'_, T> {
