@@ -10,6 +10,9 @@
 //!   (capacity 1024) per subscriber carrying an `Arc` of the message, a thread each.
 //! - `eventbus-0`: publishes to a topic with no subscriber.
 //! - `lock-0`: a bare `parking_lot::Mutex` lock, increment, unlock per "publish".
+//! - `async-0` (built with feature `tokio`: `FEATURES=tokio callgrind.sh async-0
+//!   eventbus-0`): `publish_async(..).await` to a topic with no subscriber, in one task on a
+//!   `current_thread` runtime; compare with `eventbus-0` in the same build.
 //! - `log-1`, `log-4`, `log-16`, `log-64`: the same publisher on a log topic (`retain =
 //!   1024`), its subscribers `Block` with the default capacity; `eventbus-16`,
 //!   `eventbus-64`: a mailbox topic with as many. `callgrind.sh --publisher` counts the
@@ -167,6 +170,22 @@ fn hand(subscribers: usize, messages: u64) {
     check(&counts, messages);
 }
 
+#[cfg(feature = "tokio")]
+fn asynchronous(messages: u64) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    runtime.block_on(async {
+        for i in 0..messages {
+            if bus.publish_async(Tick(i)).await.is_err() {
+                panic!("publish {i} refused");
+            }
+        }
+    });
+    bus.close();
+}
+
 fn lock(messages: u64) {
     let order = Mutex::new(0u64);
     for _ in 0..messages {
@@ -191,6 +210,8 @@ fn run(scenario: &str, messages: u64) {
         "hand-1" => hand(1, messages),
         "hand-4" => hand(4, messages),
         "lock-0" => lock(messages),
+        #[cfg(feature = "tokio")]
+        "async-0" => asynchronous(messages),
         other => {
             eprintln!(
                 "unknown scenario {other:?}; expected one of: {}",

@@ -2,7 +2,7 @@
 //! topic's order lock (`topics/state.rs`), or numbered alone when no one has ever heard it.
 
 use crate::topic::Topic;
-use crate::topics::state::{Refused, Wait};
+use crate::topics::state::{Refused, TopicState, Wait};
 use crate::worker;
 
 use super::Engine;
@@ -28,15 +28,8 @@ impl Engine {
         wait: Wait,
     ) -> Result<u64, (T, Refused)> {
         self.with_topic::<T, _>(|topic| {
-            // No subscribers, the bus open and the order lock free: nothing to hand out and
-            // nothing for a close to wait for, so nothing is counted or allocated.
-            if topic.subscriber_count() == 0 && self.lifecycle.is_open() {
-                if let Some(seq) = topic.number_unheard(&self.lifecycle) {
-                    // This publish held the order lock, which a closing bus may have found
-                    // taken: look again.
-                    self.lifecycle.poke();
-                    return Ok(seq);
-                }
+            if let Some(seq) = self.number_unheard(topic) {
+                return Ok(seq);
             }
             let publisher = worker::current(self.id);
             let published = topic.publish(payload, wait, &self.lifecycle, publisher.as_ref());
@@ -45,10 +38,32 @@ impl Engine {
         })
     }
 
+    /// With no subscribers, the bus open and the order lock free: nothing to hand out and
+    /// nothing for a close to wait for, so nothing is counted or allocated; the seq.
+    #[inline(always)]
+    fn number_unheard<T: Topic>(&self, topic: &TopicState<T>) -> Option<u64> {
+        if topic.subscriber_count() != 0 || !self.lifecycle.is_open() {
+            return None;
+        }
+        let seq = topic.number_unheard(&self.lifecycle)?;
+        // This publish held the order lock, which a closing bus may have found taken: look
+        // again.
+        self.lifecycle.poke();
+        Some(seq)
+    }
+
     /// Publishes like [`publish`](Self::publish) with `Wait::Forever`, awaiting instead of
-    /// blocking (see `TopicState::publish_async`).
+    /// blocking (see `TopicState::publish_async`). A topic no one hears takes the same quick
+    /// paths as `publish`, before anything is awaited.
     #[cfg(feature = "tokio")]
     pub(crate) async fn publish_async<T: Topic>(&self, payload: T) -> Result<u64, (T, Refused)> {
+        let is_open = || self.lifecycle.is_open();
+        if let Some(seq) = self.numberings.take_unheard(T::__index(), is_open) {
+            return Ok(seq);
+        }
+        if let Some(seq) = self.with_topic::<T, _>(|topic| self.number_unheard(topic)) {
+            return Ok(seq);
+        }
         let topic = self.topic::<T>();
         let publisher = worker::current(self.id);
         let published = super::typed::<T>(&*topic)
