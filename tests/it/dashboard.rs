@@ -588,3 +588,63 @@ fn dropping_the_dashboard_stops_the_server() {
     let error = eventbus::dashboard::serve(&bus, "not an address").unwrap_err();
     assert!(!error.to_string().is_empty());
 }
+
+/// Reads what the server sends until it closes: status and everything after the status line.
+fn answer(stream: &mut TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, raw)
+}
+
+#[test]
+fn over_the_connection_limit_a_503_comes_at_once_whatever_the_others_send() {
+    use eventbus::dashboard::MAX_CONNECTIONS;
+    let bus = Bus::builder().build();
+    // No connection before these (`served` makes one, which could still hold its slot
+    // for a moment after its answer): every slot goes to a client that sends nothing (each
+    // would hold it for the 10 s read deadline). The server accepts in the order of
+    // connecting, so the connections made after these are the ones over the limit.
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    let addr = dashboard.addr();
+    let mut holders: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // Over the limit and silent too: before the fix, the accept thread waited on each for
+    // the rest of a request (a second, to drain its input) before it accepted the next.
+    const SILENT: usize = 8;
+    let mut silent: Vec<TcpStream> = (0..SILENT)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    let asked = Instant::now();
+    let (status, _, body) = http(
+        addr,
+        format!("GET /api/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    );
+    let waited = asked.elapsed();
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    // No event marks "answered without waiting on the silent ones" (the old server got
+    // there too, only late), so this compares against time: waiting on each silent
+    // connection took a second apiece, 8 s for these; a 503 written at once takes
+    // milliseconds. Half the old wait leaves room for the slowest machine.
+    assert!(
+        waited < Duration::from_secs(4),
+        "the 503 took {waited:?}: the accept thread waited on the silent connections"
+    );
+    // Each silent connection has its 503 already, without having sent a byte.
+    for stream in &mut silent {
+        let (status, raw) = answer(stream);
+        assert_eq!(status, 503, "{raw}");
+    }
+    // A slot freed is a slot served: the next request gets the state.
+    drop(holders.pop());
+    support::until("a freed slot serves a request", || {
+        let (status, _, _) = http(
+            addr,
+            format!("GET /api/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+        );
+        assert!(status == 503 || status == 200, "{status}");
+        status == 200
+    });
+}

@@ -71,8 +71,26 @@ impl Response {
         self
     }
 
-    /// Writes it, then closes the connection's sending half.
+    /// Writes it, closes the connection's sending half, and drains what the client still
+    /// sends (see [`linger`]).
     pub(crate) fn write_to(&self, stream: &mut TcpStream) -> io::Result<()> {
+        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        self.send(stream)?;
+        linger(stream);
+        Ok(())
+    }
+
+    /// Writes it, and closes the connection's sending half, without ever waiting on the
+    /// client: a short response fits a fresh connection's send buffer, and one that does
+    /// not fit is an error, not a wait. The caller drains the client's input, or not.
+    pub(crate) fn write_at_once(&self, stream: &mut TcpStream) -> io::Result<()> {
+        stream.set_nonblocking(true)?;
+        let sent = self.send(stream);
+        stream.set_nonblocking(false)?;
+        sent
+    }
+
+    fn send(&self, stream: &mut TcpStream) -> io::Result<()> {
         let mut head = format!(
             "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n\
              Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
@@ -88,20 +106,17 @@ impl Response {
             head.push_str("\r\n");
         }
         head.push_str("\r\n");
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         stream.write_all(head.as_bytes())?;
         stream.write_all(&self.body)?;
         stream.flush()?;
-        stream.shutdown(std::net::Shutdown::Write)?;
-        linger(stream);
-        Ok(())
+        stream.shutdown(std::net::Shutdown::Write)
     }
 }
 
 /// Reads and discards what the client still sends (the rest of a request refused early),
 /// for a moment: closing a socket with unread input resets the connection, and the client
 /// could lose the response before reading it.
-fn linger(stream: &mut TcpStream) {
+pub(crate) fn linger(stream: &mut TcpStream) {
     let deadline = Instant::now() + LINGER;
     let mut sink = [0u8; 4096];
     let mut left: usize = 64 * 1024;

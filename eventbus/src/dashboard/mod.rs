@@ -76,6 +76,7 @@ pub fn serve(bus: &Bus, addr: impl ToSocketAddrs) -> std::io::Result<Dashboard> 
         token: token(),
         port: addr.port(),
         connections: AtomicUsize::new(0),
+        draining: AtomicUsize::new(0),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let accepting = {
@@ -160,6 +161,8 @@ struct Shared {
     port: u16,
     /// Connections being served now.
     connections: AtomicUsize,
+    /// Connections refused with a 503 whose input is being drained now.
+    draining: AtomicUsize,
 }
 
 fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
@@ -167,15 +170,14 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
         if stop.load(SeqCst) {
             return;
         }
-        let Ok(mut stream) = stream else {
+        let Ok(stream) = stream else {
             // Out of descriptors, say: give the connections under way a moment to end.
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
         if shared.connections.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
             shared.connections.fetch_sub(1, SeqCst);
-            let busy = Response::error(503, "too many connections; try again");
-            let _ = busy.write_to(&mut stream);
+            refuse_busy(shared, stream);
             continue;
         }
         let connection = {
@@ -192,6 +194,36 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
         {
             shared.connections.fetch_sub(1, SeqCst);
         }
+    }
+}
+
+/// Answers a connection over the limit with a 503 written at once: this is the accepting
+/// thread, which must never wait on a client (the connection after this one may be a
+/// request it can serve). The client's input, if it sends any, is drained on a thread of
+/// its own, as many at once as there are connection slots; past that the connection is
+/// closed undrained, and its client may see a reset in place of the 503.
+fn refuse_busy(shared: &Arc<Shared>, mut stream: TcpStream) {
+    let busy = Response::error(503, "too many connections; try again");
+    if busy.write_at_once(&mut stream).is_err() {
+        return;
+    }
+    if shared.draining.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
+        shared.draining.fetch_sub(1, SeqCst);
+        return;
+    }
+    let drain = {
+        let shared = Arc::clone(shared);
+        move || {
+            http::linger(&mut stream);
+            shared.draining.fetch_sub(1, SeqCst);
+        }
+    };
+    if std::thread::Builder::new()
+        .name("eventbus-dashboard-busy".into())
+        .spawn(drain)
+        .is_err()
+    {
+        shared.draining.fetch_sub(1, SeqCst);
     }
 }
 
