@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// The most a request line and its headers may take.
+/// The most a request line and its headers may take, with the blank line that ends them.
 pub(crate) const MAX_HEAD: usize = 8 * 1024;
 /// The most a request body may take (the dashboard's are a few bytes of JSON).
 pub(crate) const MAX_BODY: usize = 4 * 1024;
@@ -160,6 +160,8 @@ fn reason(status: u16) -> &'static str {
 pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> {
     let deadline = Instant::now() + READ_DEADLINE;
     let mut buffer = Vec::with_capacity(1024);
+    // Never more than `MAX_HEAD` read before the head's end is found: whether it ends
+    // within the limit is then the same question however its bytes arrive.
     let head_end = loop {
         if let Some(at) = find(&buffer, b"\r\n\r\n") {
             break at;
@@ -170,15 +172,9 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
                 &format!("the request line and headers exceed {MAX_HEAD} bytes"),
             ));
         }
-        let most = MAX_HEAD + 4 - buffer.len();
+        let most = MAX_HEAD - buffer.len();
         read_some(stream, &mut buffer, most, deadline)?;
     };
-    if head_end > MAX_HEAD {
-        return Err(Response::error(
-            431,
-            &format!("the request line and headers exceed {MAX_HEAD} bytes"),
-        ));
-    }
     let head = std::str::from_utf8(&buffer[..head_end])
         .map_err(|_| Response::error(400, "the request head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
