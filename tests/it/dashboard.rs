@@ -551,7 +551,8 @@ fn bad_requests_get_a_4xx_with_a_message() {
     assert_eq!(state["dead_letters"][0]["error"], "no");
     assert_eq!(state["dead_letters"][0]["subscription"], 1);
     for asset in ["/app.js", "/style.css"] {
-        let (status, _, body) = http(addr, format!("GET {asset} HTTP/1.1\r\n\r\n").as_bytes());
+        let raw = format!("GET {asset} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let (status, _, body) = http(addr, raw.as_bytes());
         assert_eq!(status, 200, "{asset}");
         assert!(!body.is_empty());
     }
@@ -681,4 +682,92 @@ fn the_head_limit_gives_one_answer_however_the_head_arrives() {
         let (status, raw) = answer(&mut stream);
         assert_eq!(status, want, "a head of {len} bytes in two writes: {raw}");
     }
+}
+
+#[test]
+fn only_a_host_naming_this_server_exactly_is_served_and_http_1_1_must_name_one() {
+    let (bus, dashboard, token) = served();
+    let addr = dashboard.addr();
+    assert_eq!(addr.ip().to_string(), "127.0.0.1");
+    let port = addr.port();
+    // `extra`: more headers, then the blank line and a body.
+    let get = |version: &str, host: Option<&str>, extra: &str| {
+        let host = host
+            .map(|host| format!("Host: {host}\r\n"))
+            .unwrap_or_default();
+        let extra = if extra.is_empty() { "\r\n" } else { extra };
+        let raw = format!("GET /api/state {version}\r\n{host}{extra}");
+        let (status, _, body) = http(addr, raw.as_bytes());
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    let cases = [
+        // The address the connection reached, or localhost, with the port as a browser
+        // writes it.
+        ((Some(format!("127.0.0.1:{port}")), "HTTP/1.1", ""), 200),
+        ((Some(format!("localhost:{port}")), "HTTP/1.1", ""), 200),
+        ((Some(format!("LocalHost:{port}")), "HTTP/1.1", ""), 200),
+        // HTTP/1.0 had no Host; HTTP/1.1 requires it (RFC 9112, 3.2: a 400 without).
+        ((None, "HTTP/1.0", ""), 200),
+        ((None, "HTTP/1.1", ""), 400),
+        // The port with a sign or leading zeros is not this server's port as written.
+        ((Some(format!("127.0.0.1:+{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("127.0.0.1:0{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("localhost:00{port}")), "HTTP/1.1", ""), 403),
+        // An IP address names this server only if it is the one the connection reached.
+        ((Some(format!("10.1.2.3:{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("127.0.0.2:{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("[::1]:{port}")), "HTTP/1.1", ""), 403),
+        (
+            (Some(format!("[::ffff:10.1.2.3]:{port}")), "HTTP/1.1", ""),
+            403,
+        ),
+        (
+            (Some(format!("[::ffff:127.0.0.1]:{port}")), "HTTP/1.1", ""),
+            200,
+        ),
+        // Content-Length is digits alone.
+        (
+            (
+                Some(format!("127.0.0.1:{port}")),
+                "HTTP/1.1",
+                "Content-Length: +2\r\n\r\nab",
+            ),
+            400,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for ((host, version, extra), want) in cases {
+        let (status, body) = get(version, host.as_deref(), extra);
+        if status != want {
+            wrong.push(format!(
+                "{version} Host {host:?} {extra:?}: {status}, not {want} ({:.80})",
+                body
+            ));
+        }
+    }
+    // The same rule guards a redelivery, Host and Origin alike.
+    let body = r#"{"subscription": 1, "seq": 0}"#;
+    let with_token = format!("X-Eventbus-Token: {token}\r\n");
+    for (host, origin) in [
+        (format!("127.0.0.1:+{port}"), String::new()),
+        (format!("10.1.2.3:{port}"), String::new()),
+        (
+            format!("127.0.0.1:{port}"),
+            format!("Origin: http://10.1.2.3:{port}\r\n"),
+        ),
+    ] {
+        let (status, answer) = post(addr, &host, &format!("{with_token}{origin}"), body);
+        if status != 403 {
+            wrong.push(format!("POST, Host {host} {origin:?}: {status} {answer}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // Bound to every address, it is reached at one: `url` names that one, which is served.
+    let everywhere = eventbus::dashboard::serve(&bus, "0.0.0.0:0").unwrap();
+    let url = everywhere.url();
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    assert_eq!(host, format!("127.0.0.1:{}", everywhere.addr().port()));
+    let raw = format!("GET /api/state HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    assert_eq!(http(host.parse().unwrap(), raw.as_bytes()).0, 200, "{url}");
 }

@@ -21,6 +21,8 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub(crate) struct Request {
     pub(crate) method: String,
+    /// `HTTP/1.0` or `HTTP/1.1`.
+    pub(crate) version: String,
     /// The path, without the query.
     pub(crate) path: String,
     headers: Vec<(String, String)>,
@@ -220,6 +222,7 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
     }
     let mut request = Request {
         method: method.to_owned(),
+        version: version.to_owned(),
         path,
         headers,
         body: Vec::new(),
@@ -232,9 +235,11 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
     }
     let length = match request.header("Content-Length")? {
         None => 0,
-        Some(length) => length
-            .parse::<usize>()
-            .map_err(|_| Response::error(400, "Content-Length is not a number"))?,
+        // Digits alone (`parse` would take a sign); too many of them is too long a body.
+        Some(length) if !length.is_empty() && length.bytes().all(|b| b.is_ascii_digit()) => {
+            length.parse::<usize>().unwrap_or(usize::MAX)
+        }
+        Some(_) => return Err(Response::error(400, "Content-Length is not a number")),
     };
     if length > MAX_BODY {
         return Err(Response::error(

@@ -8,14 +8,17 @@
 //! The page, its script and its style are in the crate (`include_str!`): no build step, no
 //! CDN, no request leaves the machine.
 //!
-//! # Who may redeliver
+//! # Who may read, who may redeliver
 //!
-//! Reading is open to whoever can reach the address. A redelivery changes the bus, so
-//! `POST /api/redeliver` must come from the very address the connection reached (the
-//! machine itself: bind to `127.0.0.1`, the default in the examples, and nothing else can
-//! reach it), with a `Host` naming this server, an `Origin` (if sent) of this server, and
-//! the token embedded in the page (a random 128-bit value made per server, sent back in an
-//! `X-Eventbus-Token` header, which a cross-site form cannot set). Anything else gets a 403.
+//! Reading is open to whoever can reach the address, with a `Host` naming this server:
+//! `localhost`, or the IP address the connection reached, with the server's port as a
+//! browser writes it (a page of another site whose name was made to resolve here, DNS
+//! rebinding, names that site). A redelivery changes the bus, so `POST /api/redeliver` must
+//! also come from the very address the connection reached (the machine itself: bind to
+//! `127.0.0.1`, the default in the examples, and nothing else can reach it), with an
+//! `Origin` (if sent) of this server, and the token embedded in the page (a random 128-bit
+//! value made per server, sent back in an `X-Eventbus-Token` header, which a cross-site
+//! form cannot set). Anything else gets a 403.
 //! Requests the server does not understand get a 4xx with a JSON `{"error": ...}`; nothing a
 //! client sends makes it panic.
 
@@ -106,9 +109,10 @@ impl Dashboard {
         self.addr
     }
 
-    /// The page's address, `http://127.0.0.1:9000/` say.
+    /// The page's address, `http://127.0.0.1:9000/` say (the loopback address for a server
+    /// bound to all of them: `0.0.0.0` is no address to browse, nor one a `Host` may name).
     pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
+        format!("http://{}/", reachable(self.addr))
     }
 
     /// Stops accepting connections and waits for the accepting thread; requests under way
@@ -247,8 +251,12 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
     // token) or the state.
     match request.header("Host") {
         Err(refused) => return refused,
-        Ok(Some(host)) if !is_this_server(host, shared.port) => {
+        Ok(Some(host)) if !is_this_server(host, shared.port, stream) => {
             return Response::error(403, "the Host header does not name this server")
+        }
+        // RFC 9112, 3.2: an HTTP/1.1 request without Host is a 400.
+        Ok(None) if request.version == "HTTP/1.1" => {
+            return Response::error(400, "an HTTP/1.1 request needs a Host header")
         }
         Ok(_) => {}
     }
@@ -308,13 +316,13 @@ fn allowed(shared: &Shared, stream: &TcpStream, request: &Request) -> Result<(),
     let Some(host) = request.header("Host")? else {
         return forbidden("a Host header is required");
     };
-    if !is_this_server(host, shared.port) {
+    if !is_this_server(host, shared.port, stream) {
         return forbidden("the Host header does not name this server");
     }
     if let Some(origin) = request.header("Origin")? {
         let this = origin
             .strip_prefix("http://")
-            .is_some_and(|rest| is_this_server(rest, shared.port));
+            .is_some_and(|rest| is_this_server(rest, shared.port, stream));
         if !this {
             return forbidden("the request does not come from this dashboard's page");
         }
@@ -335,19 +343,34 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
     canonical(a) == canonical(b)
 }
 
-/// Whether `host` (`name:port`) names this server: a loopback name or address, or an IP
-/// literal, with its port. A name that is not local could be an attacker's rebinding.
-fn is_this_server(host: &str, port: u16) -> bool {
-    // No port (and not the end of a bracketed IPv6 address): the default, 80.
+/// Whether `host` (`name:port`, from a `Host` or an `Origin`) names this server, as
+/// `stream` reached it: `localhost`, or the IP address the connection reached, with this
+/// server's port written as a browser writes it (digits, no sign, no leading zero; no port
+/// is 80). Any other name could be an attacker's, made to resolve here; any other address
+/// is another machine's.
+fn is_this_server(host: &str, port: u16, stream: &TcpStream) -> bool {
     let (name, given) = match host.rsplit_once(':') {
-        Some((name, given)) if !host.ends_with(']') => (name, given.parse::<u16>().ok()),
-        _ => (host, Some(80)),
+        // Not the colon of a bracketed IPv6 address without a port.
+        Some((name, given)) if !host.ends_with(']') => (name, given),
+        _ => (host, "80"),
     };
-    if given != Some(port) {
+    if given != port.to_string() {
         return false;
     }
-    let name = name.trim_start_matches('[').trim_end_matches(']');
-    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let ip = match name
+        .strip_prefix('[')
+        .and_then(|name| name.strip_suffix(']'))
+    {
+        Some(v6) => v6.parse::<Ipv6Addr>().map(IpAddr::V6),
+        None => name.parse::<Ipv4Addr>().map(IpAddr::V4),
+    };
+    match (ip, stream.local_addr()) {
+        (Ok(ip), Ok(reached)) => same_ip(ip, reached.ip()),
+        _ => false,
+    }
 }
 
 /// Compares without stopping at the first difference.
