@@ -771,3 +771,53 @@ fn only_a_host_naming_this_server_exactly_is_served_and_http_1_1_must_name_one()
     let raw = format!("GET /api/state HTTP/1.1\r\nHost: {host}\r\n\r\n");
     assert_eq!(http(host.parse().unwrap(), raw.as_bytes()).0, 200, "{url}");
 }
+
+/// One exchange read to the end (a HEAD answer has a Content-Length but no body, which
+/// `http` would wait for): status, head (lower-cased) and whatever came after it.
+fn exchange(addr: SocketAddr, raw: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(raw).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    (head[9..12].parse().unwrap(), head, answer.split_off(end))
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+#[test]
+fn head_answers_like_get_without_the_body() {
+    let (_bus, dashboard, _token) = served();
+    let addr = dashboard.addr();
+    for path in ["/", "/app.js", "/style.css", "/api/state", "/nothing"] {
+        let ask = |method: &str| {
+            let raw = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+            exchange(addr, raw.as_bytes())
+        };
+        let (get_status, get_head, get_body) = ask("GET");
+        let (status, head, body) = ask("HEAD");
+        assert_eq!(status, get_status, "HEAD {path}: {head}");
+        assert!(body.is_empty(), "HEAD {path} sent a body: {body:?}");
+        assert_eq!(
+            header(&head, "content-type"),
+            header(&get_head, "content-type"),
+            "HEAD {path}"
+        );
+        // The state changes between two requests; the rest is the same bytes.
+        let length: usize = header(&head, "content-length").unwrap().parse().unwrap();
+        if path == "/api/state" {
+            assert!(length > 0, "HEAD {path}: {head}");
+        } else {
+            assert_eq!(length, get_body.len(), "HEAD {path}: {head}");
+        }
+    }
+    let raw = format!("DELETE / HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let (status, head, _) = exchange(addr, raw.as_bytes());
+    assert_eq!(status, 405);
+    assert_eq!(header(&head, "allow"), Some("get, head"), "{head}");
+}

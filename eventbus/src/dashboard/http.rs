@@ -51,6 +51,8 @@ pub(crate) struct Response {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(&'static str, String)>,
     pub(crate) body: Vec<u8>,
+    /// The answer to a HEAD: the head says how long the body is, and the body is not sent.
+    head_only: bool,
 }
 
 impl Response {
@@ -59,7 +61,14 @@ impl Response {
             status,
             headers: vec![("Content-Type", content_type.to_owned())],
             body: body.into(),
+            head_only: false,
         }
+    }
+
+    /// This response as the answer to a HEAD (RFC 9110, 9.3.2): its head alone.
+    pub(crate) fn head_only(mut self) -> Self {
+        self.head_only = true;
+        self
     }
 
     /// `{"error": message}` with a 4xx or 5xx status.
@@ -109,7 +118,9 @@ impl Response {
         }
         head.push_str("\r\n");
         stream.write_all(head.as_bytes())?;
-        stream.write_all(&self.body)?;
+        if !self.head_only {
+            stream.write_all(&self.body)?;
+        }
         stream.flush()?;
         stream.shutdown(std::net::Shutdown::Write)
     }

@@ -235,8 +235,16 @@ fn refuse_busy(shared: &Arc<Shared>, mut stream: TcpStream) {
 fn serve_one(shared: &Shared, mut stream: TcpStream) {
     let response = match http::read_request(&mut stream) {
         Err(response) => response,
-        Ok(request) => catch_unwind(AssertUnwindSafe(|| route(shared, &stream, &request)))
-            .unwrap_or_else(|_| Response::error(500, "the server failed on this request")),
+        Ok(request) => {
+            let response = catch_unwind(AssertUnwindSafe(|| route(shared, &stream, &request)))
+                .unwrap_or_else(|_| Response::error(500, "the server failed on this request"));
+            // Whatever the answer to a HEAD, it goes without its body.
+            if request.method == "HEAD" {
+                response.head_only()
+            } else {
+                response
+            }
+        }
     };
     let _ = response.write_to(&mut stream);
 }
@@ -260,7 +268,13 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
         }
         Ok(_) => {}
     }
-    match (request.path.as_str(), request.method.as_str()) {
+    // HEAD is GET without the body (RFC 9110 requires it of a server's GET resources);
+    // `serve_one` leaves the body out.
+    let method = match request.method.as_str() {
+        "HEAD" => "GET",
+        method => method,
+    };
+    match (request.path.as_str(), method) {
         ("/", "GET") => Response::new(200, "text/html; charset=utf-8", page(&shared.token))
             .with_header(
                 "Content-Security-Policy",
@@ -276,7 +290,7 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
             Err(refused) => refused,
             Ok(()) => redeliver(&shared.bus, &request.body),
         },
-        ("/" | "/app.js" | "/style.css" | "/api/state", _) => allow("GET"),
+        ("/" | "/app.js" | "/style.css" | "/api/state", _) => allow("GET, HEAD"),
         ("/api/redeliver", _) => allow("POST"),
         _ => Response::error(404, &format!("nothing at {}", request.path)),
     }
