@@ -551,7 +551,8 @@ fn bad_requests_get_a_4xx_with_a_message() {
     assert_eq!(state["dead_letters"][0]["error"], "no");
     assert_eq!(state["dead_letters"][0]["subscription"], 1);
     for asset in ["/app.js", "/style.css"] {
-        let (status, _, body) = http(addr, format!("GET {asset} HTTP/1.1\r\n\r\n").as_bytes());
+        let raw = format!("GET {asset} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let (status, _, body) = http(addr, raw.as_bytes());
         assert_eq!(status, 200, "{asset}");
         assert!(!body.is_empty());
     }
@@ -587,4 +588,236 @@ fn dropping_the_dashboard_stops_the_server() {
     });
     let error = eventbus::dashboard::serve(&bus, "not an address").unwrap_err();
     assert!(!error.to_string().is_empty());
+}
+
+/// Reads what the server sends until it closes: status and everything after the status line.
+fn answer(stream: &mut TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, raw)
+}
+
+#[test]
+fn over_the_connection_limit_a_503_comes_at_once_whatever_the_others_send() {
+    use eventbus::dashboard::MAX_CONNECTIONS;
+    let bus = Bus::builder().build();
+    // No connection before these (`served` makes one, which could still hold its slot
+    // for a moment after its answer): every slot goes to a client that sends nothing (each
+    // would hold it for the 10 s read deadline). The server accepts in the order of
+    // connecting, so the connections made after these are the ones over the limit.
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    let addr = dashboard.addr();
+    let mut holders: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    // Over the limit and silent too: before the fix, the accept thread waited on each for
+    // the rest of a request (a second, to drain its input) before it accepted the next.
+    const SILENT: usize = 8;
+    let mut silent: Vec<TcpStream> = (0..SILENT)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    let asked = Instant::now();
+    let (status, _, body) = http(
+        addr,
+        format!("GET /api/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    );
+    let waited = asked.elapsed();
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    // No event marks "answered without waiting on the silent ones" (the old server got
+    // there too, only late), so this compares against time: waiting on each silent
+    // connection took a second apiece, 8 s for these; a 503 written at once takes
+    // milliseconds. Half the old wait leaves room for the slowest machine.
+    assert!(
+        waited < Duration::from_secs(4),
+        "the 503 took {waited:?}: the accept thread waited on the silent connections"
+    );
+    // Each silent connection has its 503 already, without having sent a byte.
+    for stream in &mut silent {
+        let (status, raw) = answer(stream);
+        assert_eq!(status, 503, "{raw}");
+    }
+    // A slot freed is a slot served: the next request gets the state.
+    drop(holders.pop());
+    support::until("a freed slot serves a request", || {
+        let (status, _, _) = http(
+            addr,
+            format!("GET /api/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+        );
+        assert!(status == 503 || status == 200, "{status}");
+        status == 200
+    });
+}
+
+/// `GET /api/state` whose head (request line, headers and the blank line that ends them) is
+/// `len` bytes long.
+fn head_of(addr: SocketAddr, len: usize) -> Vec<u8> {
+    let start = format!("GET /api/state HTTP/1.1\r\nHost: {addr}\r\nX-Pad: ");
+    let pad = len - start.len() - "\r\n\r\n".len();
+    format!("{start}{}\r\n\r\n", "a".repeat(pad)).into_bytes()
+}
+
+#[test]
+fn the_head_limit_gives_one_answer_however_the_head_arrives() {
+    // README: 8 KiB heads, the blank line that ends them included.
+    const MAX_HEAD: usize = 8 * 1024;
+    let (_bus, dashboard, _token) = served();
+    let addr = dashboard.addr();
+    for len in MAX_HEAD - 2..=MAX_HEAD + 4 {
+        let raw = head_of(addr, len);
+        let want = if len <= MAX_HEAD { 200 } else { 431 };
+        let (status, _, _) = http(addr, &raw);
+        assert_eq!(status, want, "a head of {len} bytes in one write");
+
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream.write_all(&raw[..8000]).unwrap();
+        // Not a synchronisation: nothing the server does can be seen before it answers, and
+        // the answer must not depend on how the head arrives. The pause only gives the
+        // server time to read the first part alone (as a slow client's head arrives); if it
+        // has not, this case is the one-write case again, and passes either way.
+        std::thread::sleep(Duration::from_millis(100));
+        stream.write_all(&raw[8000..]).unwrap();
+        let (status, raw) = answer(&mut stream);
+        assert_eq!(status, want, "a head of {len} bytes in two writes: {raw}");
+    }
+}
+
+#[test]
+fn only_a_host_naming_this_server_exactly_is_served_and_http_1_1_must_name_one() {
+    let (bus, dashboard, token) = served();
+    let addr = dashboard.addr();
+    assert_eq!(addr.ip().to_string(), "127.0.0.1");
+    let port = addr.port();
+    // `extra`: more headers, then the blank line and a body.
+    let get = |version: &str, host: Option<&str>, extra: &str| {
+        let host = host
+            .map(|host| format!("Host: {host}\r\n"))
+            .unwrap_or_default();
+        let extra = if extra.is_empty() { "\r\n" } else { extra };
+        let raw = format!("GET /api/state {version}\r\n{host}{extra}");
+        let (status, _, body) = http(addr, raw.as_bytes());
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    let cases = [
+        // The address the connection reached, or localhost, with the port as a browser
+        // writes it.
+        ((Some(format!("127.0.0.1:{port}")), "HTTP/1.1", ""), 200),
+        ((Some(format!("localhost:{port}")), "HTTP/1.1", ""), 200),
+        ((Some(format!("LocalHost:{port}")), "HTTP/1.1", ""), 200),
+        // HTTP/1.0 had no Host; HTTP/1.1 requires it (RFC 9112, 3.2: a 400 without).
+        ((None, "HTTP/1.0", ""), 200),
+        ((None, "HTTP/1.1", ""), 400),
+        // The port with a sign or leading zeros is not this server's port as written.
+        ((Some(format!("127.0.0.1:+{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("127.0.0.1:0{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("localhost:00{port}")), "HTTP/1.1", ""), 403),
+        // An IP address names this server only if it is the one the connection reached.
+        ((Some(format!("10.1.2.3:{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("127.0.0.2:{port}")), "HTTP/1.1", ""), 403),
+        ((Some(format!("[::1]:{port}")), "HTTP/1.1", ""), 403),
+        (
+            (Some(format!("[::ffff:10.1.2.3]:{port}")), "HTTP/1.1", ""),
+            403,
+        ),
+        (
+            (Some(format!("[::ffff:127.0.0.1]:{port}")), "HTTP/1.1", ""),
+            200,
+        ),
+        // Content-Length is digits alone.
+        (
+            (
+                Some(format!("127.0.0.1:{port}")),
+                "HTTP/1.1",
+                "Content-Length: +2\r\n\r\nab",
+            ),
+            400,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for ((host, version, extra), want) in cases {
+        let (status, body) = get(version, host.as_deref(), extra);
+        if status != want {
+            wrong.push(format!(
+                "{version} Host {host:?} {extra:?}: {status}, not {want} ({:.80})",
+                body
+            ));
+        }
+    }
+    // The same rule guards a redelivery, Host and Origin alike.
+    let body = r#"{"subscription": 1, "seq": 0}"#;
+    let with_token = format!("X-Eventbus-Token: {token}\r\n");
+    for (host, origin) in [
+        (format!("127.0.0.1:+{port}"), String::new()),
+        (format!("10.1.2.3:{port}"), String::new()),
+        (
+            format!("127.0.0.1:{port}"),
+            format!("Origin: http://10.1.2.3:{port}\r\n"),
+        ),
+    ] {
+        let (status, answer) = post(addr, &host, &format!("{with_token}{origin}"), body);
+        if status != 403 {
+            wrong.push(format!("POST, Host {host} {origin:?}: {status} {answer}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // Bound to every address, it is reached at one: `url` names that one, which is served.
+    let everywhere = eventbus::dashboard::serve(&bus, "0.0.0.0:0").unwrap();
+    let url = everywhere.url();
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    assert_eq!(host, format!("127.0.0.1:{}", everywhere.addr().port()));
+    let raw = format!("GET /api/state HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    assert_eq!(http(host.parse().unwrap(), raw.as_bytes()).0, 200, "{url}");
+}
+
+/// One exchange read to the end (a HEAD answer has a Content-Length but no body, which
+/// `http` would wait for): status, head (lower-cased) and whatever came after it.
+fn exchange(addr: SocketAddr, raw: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(raw).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    (head[9..12].parse().unwrap(), head, answer.split_off(end))
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+#[test]
+fn head_answers_like_get_without_the_body() {
+    let (_bus, dashboard, _token) = served();
+    let addr = dashboard.addr();
+    for path in ["/", "/app.js", "/style.css", "/api/state", "/nothing"] {
+        let ask = |method: &str| {
+            let raw = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+            exchange(addr, raw.as_bytes())
+        };
+        let (get_status, get_head, get_body) = ask("GET");
+        let (status, head, body) = ask("HEAD");
+        assert_eq!(status, get_status, "HEAD {path}: {head}");
+        assert!(body.is_empty(), "HEAD {path} sent a body: {body:?}");
+        assert_eq!(
+            header(&head, "content-type"),
+            header(&get_head, "content-type"),
+            "HEAD {path}"
+        );
+        // The state changes between two requests; the rest is the same bytes.
+        let length: usize = header(&head, "content-length").unwrap().parse().unwrap();
+        if path == "/api/state" {
+            assert!(length > 0, "HEAD {path}: {head}");
+        } else {
+            assert_eq!(length, get_body.len(), "HEAD {path}: {head}");
+        }
+    }
+    let raw = format!("DELETE / HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let (status, head, _) = exchange(addr, raw.as_bytes());
+    assert_eq!(status, 405);
+    assert_eq!(header(&head, "allow"), Some("get, head"), "{head}");
 }

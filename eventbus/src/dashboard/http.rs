@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// The most a request line and its headers may take.
+/// The most a request line and its headers may take, with the blank line that ends them.
 pub(crate) const MAX_HEAD: usize = 8 * 1024;
 /// The most a request body may take (the dashboard's are a few bytes of JSON).
 pub(crate) const MAX_BODY: usize = 4 * 1024;
@@ -21,6 +21,8 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub(crate) struct Request {
     pub(crate) method: String,
+    /// `HTTP/1.0` or `HTTP/1.1`.
+    pub(crate) version: String,
     /// The path, without the query.
     pub(crate) path: String,
     headers: Vec<(String, String)>,
@@ -49,6 +51,8 @@ pub(crate) struct Response {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(&'static str, String)>,
     pub(crate) body: Vec<u8>,
+    /// The answer to a HEAD: the head says how long the body is, and the body is not sent.
+    head_only: bool,
 }
 
 impl Response {
@@ -57,7 +61,14 @@ impl Response {
             status,
             headers: vec![("Content-Type", content_type.to_owned())],
             body: body.into(),
+            head_only: false,
         }
+    }
+
+    /// This response as the answer to a HEAD (RFC 9110, 9.3.2): its head alone.
+    pub(crate) fn head_only(mut self) -> Self {
+        self.head_only = true;
+        self
     }
 
     /// `{"error": message}` with a 4xx or 5xx status.
@@ -71,8 +82,26 @@ impl Response {
         self
     }
 
-    /// Writes it, then closes the connection's sending half.
+    /// Writes it, closes the connection's sending half, and drains what the client still
+    /// sends (see [`linger`]).
     pub(crate) fn write_to(&self, stream: &mut TcpStream) -> io::Result<()> {
+        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        self.send(stream)?;
+        linger(stream);
+        Ok(())
+    }
+
+    /// Writes it, and closes the connection's sending half, without ever waiting on the
+    /// client: a short response fits a fresh connection's send buffer, and one that does
+    /// not fit is an error, not a wait. The caller drains the client's input, or not.
+    pub(crate) fn write_at_once(&self, stream: &mut TcpStream) -> io::Result<()> {
+        stream.set_nonblocking(true)?;
+        let sent = self.send(stream);
+        stream.set_nonblocking(false)?;
+        sent
+    }
+
+    fn send(&self, stream: &mut TcpStream) -> io::Result<()> {
         let mut head = format!(
             "HTTP/1.1 {} {}\r\nContent-Length: {}\r\nConnection: close\r\n\
              Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
@@ -88,20 +117,19 @@ impl Response {
             head.push_str("\r\n");
         }
         head.push_str("\r\n");
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         stream.write_all(head.as_bytes())?;
-        stream.write_all(&self.body)?;
+        if !self.head_only {
+            stream.write_all(&self.body)?;
+        }
         stream.flush()?;
-        stream.shutdown(std::net::Shutdown::Write)?;
-        linger(stream);
-        Ok(())
+        stream.shutdown(std::net::Shutdown::Write)
     }
 }
 
 /// Reads and discards what the client still sends (the rest of a request refused early),
 /// for a moment: closing a socket with unread input resets the connection, and the client
 /// could lose the response before reading it.
-fn linger(stream: &mut TcpStream) {
+pub(crate) fn linger(stream: &mut TcpStream) {
     let deadline = Instant::now() + LINGER;
     let mut sink = [0u8; 4096];
     let mut left: usize = 64 * 1024;
@@ -145,6 +173,8 @@ fn reason(status: u16) -> &'static str {
 pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> {
     let deadline = Instant::now() + READ_DEADLINE;
     let mut buffer = Vec::with_capacity(1024);
+    // Never more than `MAX_HEAD` read before the head's end is found: whether it ends
+    // within the limit is then the same question however its bytes arrive.
     let head_end = loop {
         if let Some(at) = find(&buffer, b"\r\n\r\n") {
             break at;
@@ -155,15 +185,9 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
                 &format!("the request line and headers exceed {MAX_HEAD} bytes"),
             ));
         }
-        let most = MAX_HEAD + 4 - buffer.len();
+        let most = MAX_HEAD - buffer.len();
         read_some(stream, &mut buffer, most, deadline)?;
     };
-    if head_end > MAX_HEAD {
-        return Err(Response::error(
-            431,
-            &format!("the request line and headers exceed {MAX_HEAD} bytes"),
-        ));
-    }
     let head = std::str::from_utf8(&buffer[..head_end])
         .map_err(|_| Response::error(400, "the request head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
@@ -209,6 +233,7 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
     }
     let mut request = Request {
         method: method.to_owned(),
+        version: version.to_owned(),
         path,
         headers,
         body: Vec::new(),
@@ -221,9 +246,11 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
     }
     let length = match request.header("Content-Length")? {
         None => 0,
-        Some(length) => length
-            .parse::<usize>()
-            .map_err(|_| Response::error(400, "Content-Length is not a number"))?,
+        // Digits alone (`parse` would take a sign); too many of them is too long a body.
+        Some(length) if !length.is_empty() && length.bytes().all(|b| b.is_ascii_digit()) => {
+            length.parse::<usize>().unwrap_or(usize::MAX)
+        }
+        Some(_) => return Err(Response::error(400, "Content-Length is not a number")),
     };
     if length > MAX_BODY {
         return Err(Response::error(

@@ -8,14 +8,17 @@
 //! The page, its script and its style are in the crate (`include_str!`): no build step, no
 //! CDN, no request leaves the machine.
 //!
-//! # Who may redeliver
+//! # Who may read, who may redeliver
 //!
-//! Reading is open to whoever can reach the address. A redelivery changes the bus, so
-//! `POST /api/redeliver` must come from the very address the connection reached (the
-//! machine itself: bind to `127.0.0.1`, the default in the examples, and nothing else can
-//! reach it), with a `Host` naming this server, an `Origin` (if sent) of this server, and
-//! the token embedded in the page (a random 128-bit value made per server, sent back in an
-//! `X-Eventbus-Token` header, which a cross-site form cannot set). Anything else gets a 403.
+//! Reading is open to whoever can reach the address, with a `Host` naming this server:
+//! `localhost`, or the IP address the connection reached, with the server's port as a
+//! browser writes it (a page of another site whose name was made to resolve here, DNS
+//! rebinding, names that site). A redelivery changes the bus, so `POST /api/redeliver` must
+//! also come from the very address the connection reached (the machine itself: bind to
+//! `127.0.0.1`, the default in the examples, and nothing else can reach it), with an
+//! `Origin` (if sent) of this server, and the token embedded in the page (a random 128-bit
+//! value made per server, sent back in an `X-Eventbus-Token` header, which a cross-site
+//! form cannot set). Anything else gets a 403.
 //! Requests the server does not understand get a 4xx with a JSON `{"error": ...}`; nothing a
 //! client sends makes it panic.
 
@@ -76,6 +79,7 @@ pub fn serve(bus: &Bus, addr: impl ToSocketAddrs) -> std::io::Result<Dashboard> 
         token: token(),
         port: addr.port(),
         connections: AtomicUsize::new(0),
+        draining: AtomicUsize::new(0),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let accepting = {
@@ -105,9 +109,10 @@ impl Dashboard {
         self.addr
     }
 
-    /// The page's address, `http://127.0.0.1:9000/` say.
+    /// The page's address, `http://127.0.0.1:9000/` say (the loopback address for a server
+    /// bound to all of them: `0.0.0.0` is no address to browse, nor one a `Host` may name).
     pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
+        format!("http://{}/", reachable(self.addr))
     }
 
     /// Stops accepting connections and waits for the accepting thread; requests under way
@@ -160,6 +165,8 @@ struct Shared {
     port: u16,
     /// Connections being served now.
     connections: AtomicUsize,
+    /// Connections refused with a 503 whose input is being drained now.
+    draining: AtomicUsize,
 }
 
 fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
@@ -167,15 +174,14 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
         if stop.load(SeqCst) {
             return;
         }
-        let Ok(mut stream) = stream else {
+        let Ok(stream) = stream else {
             // Out of descriptors, say: give the connections under way a moment to end.
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
         if shared.connections.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
             shared.connections.fetch_sub(1, SeqCst);
-            let busy = Response::error(503, "too many connections; try again");
-            let _ = busy.write_to(&mut stream);
+            refuse_busy(shared, stream);
             continue;
         }
         let connection = {
@@ -195,12 +201,50 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
     }
 }
 
+/// Answers a connection over the limit with a 503 written at once: this is the accepting
+/// thread, which must never wait on a client (the connection after this one may be a
+/// request it can serve). The client's input, if it sends any, is drained on a thread of
+/// its own, as many at once as there are connection slots; past that the connection is
+/// closed undrained, and its client may see a reset in place of the 503.
+fn refuse_busy(shared: &Arc<Shared>, mut stream: TcpStream) {
+    let busy = Response::error(503, "too many connections; try again");
+    if busy.write_at_once(&mut stream).is_err() {
+        return;
+    }
+    if shared.draining.fetch_add(1, SeqCst) >= MAX_CONNECTIONS {
+        shared.draining.fetch_sub(1, SeqCst);
+        return;
+    }
+    let drain = {
+        let shared = Arc::clone(shared);
+        move || {
+            http::linger(&mut stream);
+            shared.draining.fetch_sub(1, SeqCst);
+        }
+    };
+    if std::thread::Builder::new()
+        .name("eventbus-dashboard-busy".into())
+        .spawn(drain)
+        .is_err()
+    {
+        shared.draining.fetch_sub(1, SeqCst);
+    }
+}
+
 /// Reads one request, answers it, closes the connection.
 fn serve_one(shared: &Shared, mut stream: TcpStream) {
     let response = match http::read_request(&mut stream) {
         Err(response) => response,
-        Ok(request) => catch_unwind(AssertUnwindSafe(|| route(shared, &stream, &request)))
-            .unwrap_or_else(|_| Response::error(500, "the server failed on this request")),
+        Ok(request) => {
+            let response = catch_unwind(AssertUnwindSafe(|| route(shared, &stream, &request)))
+                .unwrap_or_else(|_| Response::error(500, "the server failed on this request"));
+            // Whatever the answer to a HEAD, it goes without its body.
+            if request.method == "HEAD" {
+                response.head_only()
+            } else {
+                response
+            }
+        }
     };
     let _ = response.write_to(&mut stream);
 }
@@ -215,12 +259,22 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
     // token) or the state.
     match request.header("Host") {
         Err(refused) => return refused,
-        Ok(Some(host)) if !is_this_server(host, shared.port) => {
+        Ok(Some(host)) if !is_this_server(host, shared.port, stream) => {
             return Response::error(403, "the Host header does not name this server")
+        }
+        // RFC 9112, 3.2: an HTTP/1.1 request without Host is a 400.
+        Ok(None) if request.version == "HTTP/1.1" => {
+            return Response::error(400, "an HTTP/1.1 request needs a Host header")
         }
         Ok(_) => {}
     }
-    match (request.path.as_str(), request.method.as_str()) {
+    // HEAD is GET without the body (RFC 9110 requires it of a server's GET resources);
+    // `serve_one` leaves the body out.
+    let method = match request.method.as_str() {
+        "HEAD" => "GET",
+        method => method,
+    };
+    match (request.path.as_str(), method) {
         ("/", "GET") => Response::new(200, "text/html; charset=utf-8", page(&shared.token))
             .with_header(
                 "Content-Security-Policy",
@@ -236,7 +290,7 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
             Err(refused) => refused,
             Ok(()) => redeliver(&shared.bus, &request.body),
         },
-        ("/" | "/app.js" | "/style.css" | "/api/state", _) => allow("GET"),
+        ("/" | "/app.js" | "/style.css" | "/api/state", _) => allow("GET, HEAD"),
         ("/api/redeliver", _) => allow("POST"),
         _ => Response::error(404, &format!("nothing at {}", request.path)),
     }
@@ -276,13 +330,13 @@ fn allowed(shared: &Shared, stream: &TcpStream, request: &Request) -> Result<(),
     let Some(host) = request.header("Host")? else {
         return forbidden("a Host header is required");
     };
-    if !is_this_server(host, shared.port) {
+    if !is_this_server(host, shared.port, stream) {
         return forbidden("the Host header does not name this server");
     }
     if let Some(origin) = request.header("Origin")? {
         let this = origin
             .strip_prefix("http://")
-            .is_some_and(|rest| is_this_server(rest, shared.port));
+            .is_some_and(|rest| is_this_server(rest, shared.port, stream));
         if !this {
             return forbidden("the request does not come from this dashboard's page");
         }
@@ -303,19 +357,34 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
     canonical(a) == canonical(b)
 }
 
-/// Whether `host` (`name:port`) names this server: a loopback name or address, or an IP
-/// literal, with its port. A name that is not local could be an attacker's rebinding.
-fn is_this_server(host: &str, port: u16) -> bool {
-    // No port (and not the end of a bracketed IPv6 address): the default, 80.
+/// Whether `host` (`name:port`, from a `Host` or an `Origin`) names this server, as
+/// `stream` reached it: `localhost`, or the IP address the connection reached, with this
+/// server's port written as a browser writes it (digits, no sign, no leading zero; no port
+/// is 80). Any other name could be an attacker's, made to resolve here; any other address
+/// is another machine's.
+fn is_this_server(host: &str, port: u16, stream: &TcpStream) -> bool {
     let (name, given) = match host.rsplit_once(':') {
-        Some((name, given)) if !host.ends_with(']') => (name, given.parse::<u16>().ok()),
-        _ => (host, Some(80)),
+        // Not the colon of a bracketed IPv6 address without a port.
+        Some((name, given)) if !host.ends_with(']') => (name, given),
+        _ => (host, "80"),
     };
-    if given != Some(port) {
+    if given != port.to_string() {
         return false;
     }
-    let name = name.trim_start_matches('[').trim_end_matches(']');
-    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let ip = match name
+        .strip_prefix('[')
+        .and_then(|name| name.strip_suffix(']'))
+    {
+        Some(v6) => v6.parse::<Ipv6Addr>().map(IpAddr::V6),
+        None => name.parse::<Ipv4Addr>().map(IpAddr::V4),
+    };
+    match (ip, stream.local_addr()) {
+        (Ok(ip), Ok(reached)) => same_ip(ip, reached.ip()),
+        _ => false,
+    }
 }
 
 /// Compares without stopping at the first difference.
