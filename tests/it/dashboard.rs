@@ -492,7 +492,10 @@ fn bad_requests_get_a_4xx_with_a_message() {
             403,
         ),
         (b"GARBAGE\r\n\r\n".to_vec(), 400),
-        (b"GET / HTTP/2.0\r\n\r\n".to_vec(), 505),
+        // Not HTTP/1.x, nor a 5xx: the client's request is what is wrong.
+        (b"GET / HTTP/2.0\r\n\r\n".to_vec(), 400),
+        // HTTP/2's connection preface, from a client that assumed HTTP/2.
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 400),
         (b"GET noslash HTTP/1.1\r\n\r\n".to_vec(), 400),
         (b"GET / HTTP/1.1\r\nno colon\r\n\r\n".to_vec(), 400),
         (b"GET / HTTP/1.1\r\n\xff\xfe: x\r\n\r\n".to_vec(), 400),
@@ -504,9 +507,15 @@ fn bad_requests_get_a_4xx_with_a_message() {
             b"POST /api/redeliver HTTP/1.1\r\nContent-Length: 99999\r\n\r\n".to_vec(),
             413,
         ),
+        // A body is taken only with its length given: 411 Length Required.
         (
             b"POST /api/redeliver HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
-            501,
+            411,
+        ),
+        (
+            b"POST /api/redeliver HTTP/1.1\r\nTransfer-Encoding: x\r\nContent-Length: 2\r\n\r\n{}"
+                .to_vec(),
+            411,
         ),
         (
             b"POST /api/redeliver HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"
