@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eventbus::{Bus, Message, Options, Overflow, Topic};
+use eventbus::{AnyMessage, Bus, Message, Options, Overflow, Topic};
 use serde_json::{json, Value};
 
 use crate::support;
@@ -28,6 +28,14 @@ struct OrderPlaced {
 #[derive(Topic, Debug)]
 #[topic(name = "prices.tick")]
 struct PriceTick(u32);
+
+#[derive(Topic, Debug)]
+#[topic(name = "shop.a")]
+struct ShopA;
+
+#[derive(Topic, Debug)]
+#[topic(name = "shop.b")]
+struct ShopB;
 
 fn request(method: &str, addr: SocketAddr, path: &str, body: Option<&Value>) -> (u16, Value) {
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -157,16 +165,18 @@ impl Driver {
 
     /// Waits (the page polls every second) until the elements `css` matches read `want`.
     fn wait_for(&self, css: &str, want: &[&str]) {
+        self.wait_until(css, |texts| texts == want);
+    }
+
+    /// Waits until the texts of the elements `css` matches pass `done`, and returns them.
+    fn wait_until(&self, css: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let texts = self.texts(css);
-            if texts == want {
-                return;
+            if done(&texts) {
+                return texts;
             }
-            assert!(
-                Instant::now() < deadline,
-                "`{css}` reads {texts:?}, not {want:?}"
-            );
+            assert!(Instant::now() < deadline, "`{css}` reads {texts:?}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -174,12 +184,17 @@ impl Driver {
     /// Clicks the first element `css` matches, as a user would (found again if the page
     /// redrew it in between).
     fn click(&self, css: &str) {
+        self.click_using("css selector", css);
+    }
+
+    /// [`Driver::click`] with another WebDriver locator strategy (`"xpath"`, say).
+    fn click_using(&self, using: &str, css: &str) {
         let session = self.session.as_deref().unwrap();
         for _ in 0..20 {
             let found = self.command(
                 "POST",
                 "/element",
-                Some(json!({"using": "css selector", "value": css})),
+                Some(json!({"using": using, "value": css})),
             );
             let id = found.as_object().unwrap().values().next().unwrap();
             let path = format!("/session/{session}/element/{}/click", id.as_str().unwrap());
@@ -349,9 +364,15 @@ fn served() -> (Bus, eventbus::dashboard::Dashboard, String) {
         std::thread::yield_now();
     }
     let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    let token = token_of(dashboard.addr());
+    (bus, dashboard, token)
+}
+
+/// The token embedded in the page the dashboard at `addr` serves.
+fn token_of(addr: SocketAddr) -> String {
     let (status, head, page) = http(
-        dashboard.addr(),
-        format!("GET / HTTP/1.1\r\nHost: {}\r\n\r\n", dashboard.addr()).as_bytes(),
+        addr,
+        format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
     );
     assert_eq!(status, 200);
     assert!(head.contains("content-type: text/html"), "{head}");
@@ -363,7 +384,7 @@ fn served() -> (Bus, eventbus::dashboard::Dashboard, String) {
         .unwrap()
         .to_owned();
     assert_eq!(token.len(), 32, "a 128-bit token in hex");
-    (bus, dashboard, token)
+    token
 }
 
 fn post(addr: SocketAddr, host: &str, headers: &str, body: &str) -> (u16, Value) {
@@ -492,7 +513,10 @@ fn bad_requests_get_a_4xx_with_a_message() {
             403,
         ),
         (b"GARBAGE\r\n\r\n".to_vec(), 400),
-        (b"GET / HTTP/2.0\r\n\r\n".to_vec(), 505),
+        // Not HTTP/1.x, nor a 5xx: the client's request is what is wrong.
+        (b"GET / HTTP/2.0\r\n\r\n".to_vec(), 400),
+        // HTTP/2's connection preface, from a client that assumed HTTP/2.
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), 400),
         (b"GET noslash HTTP/1.1\r\n\r\n".to_vec(), 400),
         (b"GET / HTTP/1.1\r\nno colon\r\n\r\n".to_vec(), 400),
         (b"GET / HTTP/1.1\r\n\xff\xfe: x\r\n\r\n".to_vec(), 400),
@@ -504,9 +528,15 @@ fn bad_requests_get_a_4xx_with_a_message() {
             b"POST /api/redeliver HTTP/1.1\r\nContent-Length: 99999\r\n\r\n".to_vec(),
             413,
         ),
+        // A body is taken only with its length given: 411 Length Required.
         (
             b"POST /api/redeliver HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
-            501,
+            411,
+        ),
+        (
+            b"POST /api/redeliver HTTP/1.1\r\nTransfer-Encoding: x\r\nContent-Length: 2\r\n\r\n{}"
+                .to_vec(),
+            411,
         ),
         (
             b"POST /api/redeliver HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"
@@ -820,4 +850,86 @@ fn head_answers_like_get_without_the_body() {
     let (status, head, _) = exchange(addr, raw.as_bytes());
     assert_eq!(status, 405);
     assert_eq!(header(&head, "allow"), Some("get, head"), "{head}");
+}
+
+#[test]
+fn each_of_an_observers_dead_letters_is_reached_by_its_own_button() {
+    let bus = Bus::builder().build();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let (handled_tx, handled) = mpsc::channel();
+    let _audit = {
+        let fixed = Arc::clone(&fixed);
+        bus.observe(
+            "shop.*",
+            Options::default().name("audit"),
+            move |m: &AnyMessage| {
+                if !fixed.load(Ordering::SeqCst) {
+                    return Err("down");
+                }
+                handled_tx.send((m.topic(), m.seq())).unwrap();
+                Ok(())
+            },
+        )
+        .unwrap()
+    };
+    bus.publish(ShopA).unwrap();
+    bus.publish(ShopB).unwrap();
+    support::until("both messages are dead letters", || {
+        bus.dead_letters().len() == 2
+    });
+    // One subscription, one seq: (subscription, seq) alone does not tell them apart.
+    let letters = bus.dead_letters();
+    let shown: Vec<_> = letters
+        .iter()
+        .map(|l| (l.topic(), l.seq(), l.subscriber()))
+        .collect();
+    assert_eq!(shown, [("shop.a", 0, "audit"), ("shop.b", 0, "audit")]);
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    let addr = dashboard.addr();
+    let host = addr.to_string();
+    let state = request("GET", addr, "/api/state", None).1;
+    let subscription = state["dead_letters"][0]["subscription"].as_u64().unwrap();
+    assert_eq!(state["dead_letters"][1]["subscription"], subscription);
+
+    // Over the wire: a body that names no topic matches both, and is refused, not taken
+    // as the first; a topic with no such letter is a 404.
+    let with_token = format!("X-Eventbus-Token: {}\r\n", token_of(addr));
+    let untold = format!(r#"{{"subscription": {subscription}, "seq": 0}}"#);
+    let (status, answer) = post(addr, &host, &with_token, &untold);
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("topic"),
+        "{answer}"
+    );
+    let elsewhere = format!(r#"{{"subscription": {subscription}, "topic": "shop.c", "seq": 0}}"#);
+    let (status, answer) = post(addr, &host, &with_token, &elsewhere);
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(bus.dead_letters().len(), 2, "nothing was redelivered");
+
+    // In the browser: the second letter's own button.
+    let driver = Driver::start();
+    driver.go(&dashboard.url());
+    driver.wait_for("#dead-letters tbody tr td.topic", &["shop.b", "shop.a"]);
+    fixed.store(true, Ordering::SeqCst);
+    driver.click_using(
+        "xpath",
+        "//table[@id='dead-letters']//tr[td[@class='topic' and .='shop.b']]//button",
+    );
+    let status = driver.wait_until("#status", |texts| !texts[0].is_empty());
+    let left: Vec<_> = bus.dead_letters().iter().map(|l| l.topic()).collect();
+    // Redelivering an observer's letter may be refused (the bus did so once: "no longer
+    // subscribed"); redelivered or refused, it is shop.b's letter that was acted on.
+    if status[0] == "shop.b #0 redelivered to audit" {
+        let got = handled.recv_timeout(support::PATIENCE).unwrap();
+        assert_eq!(got, ("shop.b", 0));
+        assert_eq!(left, ["shop.a"], "shop.b's letter went, shop.a's stayed");
+    } else {
+        assert!(
+            status[0].starts_with("refused: shop.b #0 not redelivered to audit"),
+            "{status:?}"
+        );
+        assert!(!status[0].contains("shop.a"), "{status:?}");
+        assert_eq!(left, ["shop.a", "shop.b"], "a refusal keeps both letters");
+    }
+    assert!(handled.try_recv().is_err(), "shop.a was not redelivered");
 }

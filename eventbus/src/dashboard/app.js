@@ -101,7 +101,10 @@ function draw(state) {
   letters.replaceChildren();
   for (const l of state.dead_letters) {
     const row = document.createElement("tr");
+    // A letter is its subscription's, topic's and seq's: an observer's letters of two
+    // topics may share a seq.
     row.dataset.subscription = l.subscription;
+    row.dataset.topic = l.topic;
     row.dataset.seq = l.seq;
     cell(row, l.topic, "topic");
     cell(row, l.seq, "num seq");
@@ -133,7 +136,11 @@ async function republish(button, letter) {
     const response = await fetch("/api/redeliver", {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Eventbus-Token": token },
-      body: JSON.stringify({ subscription: letter.subscription, seq: letter.seq }),
+      body: JSON.stringify({
+        subscription: letter.subscription,
+        topic: letter.topic,
+        seq: letter.seq,
+      }),
     });
     const answer = await response.json();
     status.textContent = response.ok ? answer.ok : "refused: " + answer.error;

@@ -161,9 +161,7 @@ fn reason(status: u16) -> &'static str {
         415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
-        501 => "Not Implemented",
         503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
         _ => "",
     }
 }
@@ -201,9 +199,11 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
             "a request line is `METHOD /path HTTP/1.1`",
         ));
     };
+    // A 400, not 505: a request line of another version (HTTP/2's preface, `PRI *
+    // HTTP/2.0`, say) is one this server cannot read, and the README promises a 4xx.
     if !matches!(version, "HTTP/1.1" | "HTTP/1.0") {
         return Err(Response::error(
-            505,
+            400,
             "only HTTP/1.0 and HTTP/1.1 are served",
         ));
     }
@@ -238,9 +238,11 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
         headers,
         body: Vec::new(),
     };
+    // Any transfer coding, chunked included, with or without a Content-Length (which it
+    // would override): 411 Length Required, the 4xx that says what to send instead.
     if request.header("Transfer-Encoding")?.is_some() {
         return Err(Response::error(
-            501,
+            411,
             "a chunked body is not accepted: send Content-Length",
         ));
     }

@@ -425,11 +425,16 @@ fn state(bus: &Bus) -> Value {
     })
 }
 
-/// `POST /api/redeliver` with `{"subscription": id, "seq": n}`.
+/// `POST /api/redeliver` with `{"subscription": id, "topic": name, "seq": n}`, as
+/// `/api/state` shows each letter. One subscription (an observer) may hold letters of
+/// several topics with one seq, so the topic is part of a letter's identity; a body without
+/// it (as the page sent before) is taken when it matches one letter alone.
 fn redeliver(bus: &Bus, body: &[u8]) -> Response {
     let bad = |why: &str| Response::error(400, why);
     let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) else {
-        return bad(r#"the body must be JSON: {"subscription": <id>, "seq": <n>}"#);
+        return bad(
+            r#"the body must be JSON: {"subscription": <id>, "topic": <name>, "seq": <n>}"#,
+        );
     };
     let (Some(subscription), Some(seq)) = (
         fields.get("subscription").and_then(Value::as_u64),
@@ -437,21 +442,29 @@ fn redeliver(bus: &Bus, body: &[u8]) -> Response {
     ) else {
         return bad(r#"the body needs "subscription" and "seq", whole numbers"#);
     };
-    let letter = bus
+    let topic = match fields.get("topic") {
+        None => None,
+        Some(Value::String(topic)) => Some(topic.as_str()),
+        Some(_) => return bad(r#""topic" must be a topic's name"#),
+    };
+    let mut matching: Vec<_> = bus
         .dead_letters()
         .into_iter()
-        .find(|l| l.subscription() == subscription && l.seq() == seq);
-    let Some(letter) = letter else {
+        .filter(|l| l.subscription() == subscription && l.seq() == seq)
+        .filter(|l| topic.map_or(true, |topic| l.topic() == topic))
+        .collect();
+    if matching.len() > 1 {
+        return bad(
+            r#"letters of several topics have this "subscription" and "seq": send its "topic" too"#,
+        );
+    }
+    let Some(letter) = matching.pop() else {
         return Response::error(404, &RedeliverError::NotFound.to_string());
     };
+    let which = format!("{} #{}", letter.topic(), letter.seq());
     match bus.redeliver(&letter) {
         Ok(()) => {
-            let message = format!(
-                "{} #{} redelivered to {}",
-                letter.topic(),
-                letter.seq(),
-                letter.subscriber()
-            );
+            let message = format!("{which} redelivered to {}", letter.subscriber());
             Response::new(
                 200,
                 "application/json",
@@ -461,6 +474,13 @@ fn redeliver(bus: &Bus, body: &[u8]) -> Response {
         Err(RedeliverError::NotFound) => {
             Response::error(404, &RedeliverError::NotFound.to_string())
         }
-        Err(error) => Response::error(409, &error.to_string()),
+        // Named, so the page's status says which letter it was about.
+        Err(error) => Response::error(
+            409,
+            &format!(
+                "{which} not redelivered to {}: {error}",
+                letter.subscriber()
+            ),
+        ),
     }
 }
