@@ -689,3 +689,36 @@ fn unsubscribing_a_block_async_reader_that_is_behind_delivers_what_it_had_queued
     });
     bus.close();
 }
+
+/// `publish_timeout_async` hands the message back when room does not come in time, publishes
+/// nothing then, and publishes once there is room (issue 32, item 5).
+#[test]
+fn publish_timeout_async_hands_the_message_back_when_room_does_not_come() {
+    let runtime = multi_thread();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let (gate, started, seen) = (Latch::new(), Signal::new(), Seen::new());
+    {
+        let (gate, started, seen) = (gate.clone(), started.clone(), seen.clone());
+        bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
+            if m.0 == 0 {
+                started.send(0);
+                gate.wait();
+            }
+            seen.push(m.0);
+        });
+    }
+    runtime.block_on(async {
+        bus.publish_async(A(0)).await.unwrap();
+        assert_eq!(started.next(), 0);
+        bus.publish_async(A(1)).await.unwrap(); // fills the mailbox
+        let late = bus
+            .publish_timeout_async(A(2), Duration::from_millis(30))
+            .await;
+        assert_eq!(late, Err(eventbus::PublishTimeoutError::Timeout(A(2))));
+        assert_eq!(bus.stats().topics[0].published, 2, "nothing numbered");
+        gate.open();
+        assert_eq!(bus.publish_timeout_async(A(3), PATIENCE).await, Ok(2));
+        bus.close_async().await;
+    });
+    assert_eq!(seen.get(), [0, 1, 3]);
+}

@@ -16,8 +16,8 @@ use crate::bus::subscription::Subscription;
 use crate::bus::Bus;
 use crate::delivery::core::SubscriptionCore;
 use crate::engine::Engine;
-use crate::error::PublishError;
 use crate::error::SubscribeError;
+use crate::error::{PublishError, PublishTimeoutError};
 use crate::handler::HandlerResult;
 use crate::message::Message;
 use crate::options::Options;
@@ -138,11 +138,77 @@ impl Bus {
     /// As [`publish`](Bus::publish): `Closed` and `WouldDeadlock`, with the message.
     pub async fn publish_async<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
         self.engine
-            .publish_async(message)
+            .publish_async(message, None)
             .await
             .map_err(|(message, refused)| match refused {
                 Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
                 Refused::Closed | Refused::Timeout | Refused::Full => PublishError::Closed(message),
+            })
+    }
+
+    /// Publishes like [`publish_async`](Bus::publish_async), giving up after `timeout`: the
+    /// async form of [`publish_timeout`](Bus::publish_timeout). It never blocks the thread;
+    /// all or nothing, as `publish_async`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `publish_async`'s: dropped while it waits, it has published nothing. Unlike
+    /// `tokio::time::timeout` around `publish_async`, which drops the message when it fires,
+    /// this hands the message back.
+    ///
+    /// # Errors
+    ///
+    /// [`PublishTimeoutError::Timeout`] when the topic's turn or room in every `Block`
+    /// mailbox did not come in time, `Closed` and `WouldDeadlock` as
+    /// [`publish`](Bus::publish); each with the message, unpublished.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use eventbus::{Bus, Message, Options, PublishTimeoutError, Topic};
+    ///
+    /// #[derive(Topic, Debug, PartialEq)]
+    /// struct Job(u32);
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let bus = Bus::builder().build();
+    /// let (hold, wait) = std::sync::mpsc::channel::<()>();
+    /// let (started, busy) = std::sync::mpsc::channel();
+    /// let wait = std::sync::Mutex::new(wait);
+    /// bus.subscribe::<Job>(Options::default().capacity(1), move |m: &Message<Job>| {
+    ///     if m.0 == 1 {
+    ///         started.send(()).unwrap();
+    ///         let _ = wait.lock().unwrap().recv(); // busy until let go
+    ///     }
+    /// });
+    /// bus.publish_async(Job(1)).await.unwrap();
+    /// busy.recv().unwrap();
+    /// bus.publish_async(Job(2)).await.unwrap(); // fills the mailbox
+    /// let late = bus.publish_timeout_async(Job(3), Duration::from_millis(20)).await;
+    /// assert_eq!(late, Err(PublishTimeoutError::Timeout(Job(3)))); // handed back
+    /// drop(hold);
+    /// bus.close_async().await;
+    /// # });
+    /// ```
+    pub async fn publish_timeout_async<T: Topic>(
+        &self,
+        message: T,
+        timeout: Duration,
+    ) -> Result<u64, PublishTimeoutError<T>> {
+        // A timeout past what an `Instant` can hold is a century, as in `publish_timeout`.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+            .unwrap_or(now);
+        self.engine
+            .publish_async(message, Some(deadline))
+            .await
+            .map_err(|(message, refused)| match refused {
+                Refused::Closed => PublishTimeoutError::Closed(message),
+                Refused::WouldDeadlock => PublishTimeoutError::WouldDeadlock(message),
+                Refused::Timeout | Refused::Full => PublishTimeoutError::Timeout(message),
             })
     }
 

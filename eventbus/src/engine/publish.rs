@@ -55,8 +55,14 @@ impl Engine {
     /// Publishes like [`publish`](Self::publish) with `Wait::Forever`, awaiting instead of
     /// blocking (see `TopicState::publish_async`). A topic no one hears takes the same quick
     /// paths as `publish`, before anything is awaited.
+    /// With a `deadline`, a wait that reaches it hands the payload back with
+    /// `Refused::Timeout`.
     #[cfg(feature = "tokio")]
-    pub(crate) async fn publish_async<T: Topic>(&self, payload: T) -> Result<u64, (T, Refused)> {
+    pub(crate) async fn publish_async<T: Topic>(
+        &self,
+        payload: T,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<u64, (T, Refused)> {
         let is_open = || self.lifecycle.is_open();
         if let Some(seq) = self.numberings.take_unheard(T::__index(), is_open) {
             return Ok(seq);
@@ -67,7 +73,7 @@ impl Engine {
         let topic = self.topic::<T>();
         let publisher = worker::current(self.id);
         let published = super::typed::<T>(&*topic)
-            .publish_async(payload, &self.lifecycle, publisher)
+            .publish_async(payload, &self.lifecycle, publisher, deadline)
             .await;
         self.lifecycle.poke();
         published

@@ -541,14 +541,19 @@ impl<T: Topic> TopicState<T> {
     /// Publishes like [`publish`](Self::publish) with [`Wait::Forever`], awaiting the topic's
     /// turn and room instead of blocking, with no lock held across an `.await`: each try is
     /// all or nothing ([`Wait::Never`]), and between tries the task waits for what stopped
-    /// it. Cancel-safe: dropped while waiting, it has published nothing.
+    /// it. Cancel-safe: dropped while waiting, it has published nothing. With a `deadline`,
+    /// a wait that reaches it ends the publish with [`Refused::Timeout`], the payload handed
+    /// back.
     #[cfg(feature = "tokio")]
     pub(crate) async fn publish_async(
         &self,
         mut payload: T,
         lifecycle: &Lifecycle,
         publisher: Option<Arc<SubscriptionCore>>,
+        deadline: Option<Instant>,
     ) -> Result<u64, (T, Refused)> {
+        // Each wait below is bounded by the deadline (`until`: false once it has passed).
+        use crate::util::wake::until;
         loop {
             match self.publish(payload, Wait::Never, lifecycle, publisher.as_ref()) {
                 Err((back, Refused::Full)) => payload = back,
@@ -569,7 +574,9 @@ impl<T: Topic> TopicState<T> {
                     }
                     _ => None,
                 };
-                log.room().await;
+                if !until(deadline, log.room()).await {
+                    return Err((payload, Refused::Timeout));
+                }
                 continue;
             }
             let subscribers = self.subscribers.load_full();
@@ -586,9 +593,12 @@ impl<T: Topic> TopicState<T> {
                     }
                 }
                 let backstop = crate::util::wake::BACKSTOP;
-                self.turn
-                    .wait_unless(Some(backstop), || self.order.is_free())
-                    .await;
+                let turn = self
+                    .turn
+                    .wait_unless(Some(backstop), || self.order.is_free());
+                if !until(deadline, turn).await {
+                    return Err((payload, Refused::Timeout));
+                }
                 continue;
             };
             let _recorded = match &publisher {
@@ -603,7 +613,9 @@ impl<T: Topic> TopicState<T> {
                 }
                 None => None,
             };
-            outbox.room().await;
+            if !until(deadline, outbox.room()).await {
+                return Err((payload, Refused::Timeout));
+            }
         }
     }
 

@@ -81,3 +81,18 @@ impl Drop for Counted<'_> {
         self.0.fetch_sub(1, SeqCst);
     }
 }
+
+/// Awaits `wait`, but not past `deadline`: whether it ended (true) or the deadline came
+/// first (false). Cancel-safe as `wait` is.
+pub(crate) async fn until(
+    deadline: Option<std::time::Instant>,
+    wait: impl Future<Output = ()>,
+) -> bool {
+    match deadline {
+        None => {
+            wait.await;
+            true
+        }
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), wait).await.is_ok(),
+    }
+}
