@@ -65,8 +65,12 @@ struct Driver {
 struct TempDir(std::path::PathBuf);
 
 impl TempDir {
+    /// A directory of this process's own, and of this call's: two browsers started by two
+    /// tests at once must not share (nor remove) one profile.
     fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("eventbus-{name}-{}", std::process::id()));
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, Ordering::SeqCst);
+        let path = std::env::temp_dir().join(format!("eventbus-{name}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         TempDir(path)
