@@ -196,12 +196,7 @@ impl Bus {
         message: T,
         timeout: Duration,
     ) -> Result<u64, PublishTimeoutError<T>> {
-        // A timeout past what an `Instant` can hold is a century, as in `publish_timeout`.
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(timeout)
-            .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-            .unwrap_or(now);
+        let deadline = crate::bus::deadline_after(timeout);
         self.engine
             .publish_async(message, Some(deadline))
             .await

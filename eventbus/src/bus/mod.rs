@@ -79,6 +79,15 @@ impl Drop for Owner {
     }
 }
 
+/// The deadline `timeout` from now; a timeout past what an `Instant` can hold is a century,
+/// so a publish with one is still all or nothing.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
+}
+
 /// Closes the bus, blocking the calling thread as it must. On a tokio runtime's thread
 /// (feature `tokio`) the wait must not stop the bus's own tasks: on a multi-thread runtime
 /// the thread hands its other tasks off while it waits (`block_in_place`); on a
@@ -264,13 +273,7 @@ impl Bus {
         message: T,
         timeout: Duration,
     ) -> Result<u64, PublishTimeoutError<T>> {
-        // A timeout past what an `Instant` can hold is a century: still all or nothing.
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(timeout)
-            .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-            .unwrap_or(now);
-        let wait = Wait::Until(deadline);
+        let wait = Wait::Until(deadline_after(timeout));
         self.engine
             .publish(message, wait)
             .map_err(|(message, refused)| match refused {
