@@ -426,6 +426,42 @@ fn sync_publish_on_a_current_thread_runtime_refuses_to_wait() {
     });
 }
 
+/// A sync `publish` on a `current_thread` runtime fills a mailbox to its last slot, then
+/// refuses: a publish asks whether it runs on a runtime only when a mailbox may be full, so
+/// the room each mailbox counts down must never claim more than there is (had it, the
+/// publish below would block the runtime's only thread for good).
+#[test]
+fn sync_publish_on_a_current_thread_runtime_fills_every_slot_then_refuses() {
+    let runtime = current_thread();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let (seen, others) = (Seen::new(), Seen::new());
+        bus.subscribe_async(Options::default().capacity(5), recorder::<A>(&seen));
+        let newest = Options::default()
+            .capacity(2)
+            .overflow(Overflow::DropNewest);
+        bus.subscribe_async(newest, recorder::<A>(&others));
+        for round in 0..3 {
+            let first = round * 6;
+            for i in first..first + 5 {
+                assert_eq!(bus.publish(A(i)), Ok(i), "round {round}");
+            }
+            let refused = first + 5;
+            assert_eq!(
+                bus.publish(A(refused)),
+                Err(PublishError::WouldDeadlock(A(refused)))
+            );
+            // The tasks empty both mailboxes; then the room is counted again from scratch.
+            bus.publish_async(A(refused)).await.unwrap();
+            while bus.stats().subscriptions.iter().any(|s| s.queued > 0) {
+                tokio::task::yield_now().await;
+            }
+        }
+        bus.close_async().await;
+        assert_eq!(seen.get(), (0..18).collect::<Vec<_>>());
+    });
+}
+
 /// On a multi-thread runtime's thread, a sync `publish` and `close` wait safely: the
 /// thread's other tasks are handed off while they block.
 #[test]

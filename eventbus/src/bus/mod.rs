@@ -164,10 +164,16 @@ impl Bus {
     /// as A → B → A. Waiting there could never end, so nothing is published.
     #[inline]
     pub fn publish<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
+        // Whether this thread runs a runtime matters only where the publish would wait: it
+        // is asked only then.
         #[cfg(feature = "tokio")]
-        if let Some(flavor) = crate::bus::asynchronous::on_runtime() {
-            return self.publish_on_runtime(message, flavor);
-        }
+        let message = match self.engine.publish_at_once(message) {
+            Ok(seq) => return Ok(seq),
+            Err(message) => match crate::bus::asynchronous::on_runtime() {
+                Some(flavor) => return self.publish_on_runtime(message, flavor),
+                None => message,
+            },
+        };
         self.engine
             .publish(message, Wait::Forever)
             .map_err(|(message, refused)| match refused {

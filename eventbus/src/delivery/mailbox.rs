@@ -140,6 +140,13 @@ pub(crate) struct Outbox<T> {
     pub(crate) core: Arc<SubscriptionCore>,
     /// In a group with a key: this mailbox's lane and the group's size (`group.rs`).
     lane: Option<(usize, usize)>,
+    /// At least this much room is left (one slot less, for the retire's wake-up signal), as
+    /// last seen by the order lock's holder, the only writer: a sync publish with feature
+    /// `tokio` reads it to know, for a few instructions, that it will not wait here (see
+    /// `TopicState::publish_at_once`). Counted down at each message put in; looked up again
+    /// when it runs out.
+    #[cfg(feature = "tokio")]
+    room: std::sync::atomic::AtomicUsize,
 }
 
 /// Whether a message is this mailbox's, by its group's key.
@@ -257,6 +264,8 @@ where
             flags,
             core,
             lane: None,
+            #[cfg(feature = "tokio")]
+            room: std::sync::atomic::AtomicUsize::new(0),
         },
         inbox,
     )
@@ -326,6 +335,31 @@ impl<T: 'static> Outbox<T> {
             && self.rx.is_full()
     }
 
+    /// Whether a publish may have to wait here; `false` is sure, `true` may be wrong. For
+    /// the order lock's holder only (see `room`).
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn may_wait(&self) -> bool {
+        self.room.load(Relaxed) == 0 && self.look_for_room()
+    }
+
+    /// [`may_wait`](Self::may_wait) once the room counted has run out: the mailbox's room
+    /// now, less the slot the retire's wake-up signal may take.
+    #[cfg(feature = "tokio")]
+    #[cold]
+    fn look_for_room(&self) -> bool {
+        let room = match self.core.options.overflow {
+            Overflow::Block => {
+                let capacity = self.tx.capacity().unwrap_or(usize::MAX);
+                capacity.saturating_sub(self.tx.len()).saturating_sub(1)
+            }
+            // Never waits.
+            Overflow::DropOldest | Overflow::DropNewest => usize::MAX,
+        };
+        self.room.store(room, Relaxed);
+        room == 0
+    }
+
     /// Waits until a `Block` mailbox has room, without putting anything in: for publishes
     /// that hand out all or nothing. `deadline` `None` does not wait. Only the order lock's
     /// holder puts messages in, so room found stays until it does.
@@ -386,10 +420,17 @@ impl<T: 'static> Outbox<T> {
         // handled out of line.
         match self.tx.try_send(Some(message)) {
             Ok(()) => {
+                #[cfg(feature = "tokio")]
+                self.room
+                    .store(self.room.load(Relaxed).saturating_sub(1), Relaxed);
                 self.flags.arrived();
                 Offer::Accepted
             }
-            Err(TrySendError::Full(Some(message))) => self.full(message, stop, waits),
+            Err(TrySendError::Full(Some(message))) => {
+                #[cfg(feature = "tokio")]
+                self.room.store(0, Relaxed);
+                self.full(message, stop, waits)
+            }
             // Cannot happen: this outbox holds a receiver, and sent a message.
             Err(TrySendError::Full(None) | TrySendError::Disconnected(_)) => {
                 Counters::unbump(received);

@@ -38,6 +38,32 @@ impl Engine {
         })
     }
 
+    /// Publishes `payload` as `publish` with `Wait::Forever` does from outside a handler, if
+    /// that needs no wait (see `TopicState::publish_at_once`); otherwise hands it back, not
+    /// numbered.
+    #[cfg(feature = "tokio")]
+    #[inline(always)]
+    pub(crate) fn publish_at_once<T: Topic>(&self, payload: T) -> Result<u64, T> {
+        let is_open = || self.lifecycle.is_open();
+        if let Some(seq) = self.numberings.take_unheard(T::__index(), is_open) {
+            return Ok(seq);
+        }
+        self.with_topic::<T, _>(|topic| {
+            if let Some(seq) = self.number_unheard(topic) {
+                return Ok(seq);
+            }
+            // A handler's publish is recorded for the deadlock check: the full way.
+            if worker::current(self.id).is_some() {
+                return Err(payload);
+            }
+            let published = topic.publish_at_once(payload, &self.lifecycle);
+            if published.is_ok() {
+                self.lifecycle.poke();
+            }
+            published
+        })
+    }
+
     /// With no subscribers, the bus open and the order lock free: nothing to hand out and
     /// nothing for a close to wait for, so nothing is counted or allocated; the seq.
     #[inline(always)]

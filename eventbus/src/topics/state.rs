@@ -253,6 +253,42 @@ impl<T: Topic> TopicState<T> {
         self.publish_fully(payload, wait, lifecycle, publisher)
     }
 
+    /// Publishes as [`publish`](Self::publish) does from outside a handler with
+    /// `Wait::Forever`, if that needs no wait: the order lock free, the bus open, a topic
+    /// without a log or observers, and room in every `Block` mailbox. Otherwise the payload
+    /// comes back, not numbered.
+    ///
+    /// With feature `tokio` a sync publish comes here first, so that it asks whether its
+    /// thread runs a runtime (a thread-local look and a reference count, about 40
+    /// instructions) only where the answer matters: where it may wait. Each mailbox counts
+    /// its room down as messages go in, so knowing that it has room costs a load.
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn publish_at_once(&self, payload: T, lifecycle: &Lifecycle) -> Result<u64, T> {
+        if self.log.is_some() {
+            return Err(payload);
+        }
+        let _turn = TurnOver(self);
+        // Lock order: row 4, tried; channel locks inside; see engine/mod.rs.
+        let Some(mut order) = self.order.try_lock() else {
+            return Err(payload);
+        };
+        if !lifecycle.is_open() {
+            return Err(payload);
+        }
+        let order = self.current(&mut order);
+        if !order.observers.is_empty() || order.subscribers.may_wait() {
+            return Err(payload);
+        }
+        let how = Publishing {
+            wait: Wait::Forever,
+            lifecycle,
+            publisher: None,
+        };
+        let (subscribers, pool) = (&order.subscribers, &mut order.pool);
+        Ok(self.hand_out(subscribers, &[], pool, payload, std::iter::empty(), how))
+    }
+
     /// [`publish`](Self::publish), every case. Out of line, so that the common case does not
     /// pay for this one's frame.
     #[inline(never)]

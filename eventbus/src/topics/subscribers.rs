@@ -73,3 +73,14 @@ impl<T> Subscribers<T> {
         Subscribers { chunks, len }
     }
 }
+
+#[cfg(feature = "tokio")]
+impl<T: 'static> Subscribers<T> {
+    /// Whether a hand-out may have to wait at one of these mailboxes; `false` is sure. For
+    /// the topic's order lock's holder (see `Outbox::may_wait`).
+    pub(super) fn may_wait(&self) -> bool {
+        self.chunks
+            .iter()
+            .any(|chunk| chunk.iter().any(|outbox| outbox.may_wait()))
+    }
+}
