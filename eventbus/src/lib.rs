@@ -534,6 +534,9 @@
 //! 22. `util`: leaves: catching panics, waking tasks, cache-line padding, snoozing.
 
 #![deny(missing_docs)]
+// On docs.rs (and `RUSTDOCFLAGS="--cfg docsrs" cargo +nightly doc --all-features`), each item
+// of an optional feature carries a badge naming the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // The guide above links to every feature's items: built with all of them (docs.rs, CI) the
 // links are checked; without some, the links to their items cannot resolve and are plain.
 #![cfg_attr(
