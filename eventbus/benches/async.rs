@@ -21,6 +21,9 @@
 //! - `EVENTBUS_ASYNC_ONLY` (text): only the measurements whose title contains it, such as
 //!   `scale`, `async subscribers (capacity`, `thread subscribers` or `16 async`.
 //!
+//! - `EVENTBUS_BENCH_BUSY=1`: the contended regime, one core kept busy by a process the bench
+//!   starts and stops (`common/contention.rs`).
+//!
 //! Contenders in the throughput section:
 //!
 //! - **hand-made**: a `tokio::sync::Mutex` around the order (a counter) and one bounded
@@ -33,6 +36,9 @@
 //!   `lost` column counts them; ns/delivery counts only messages received).
 //!
 //! Figures from a shared machine are noisy: read the ratios, not the absolute numbers.
+
+#[path = "common/contention.rs"]
+mod contention;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -481,8 +487,8 @@ fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
     }
     println!("\n{title}");
     println!(
-        "  {:<32} {:>9} {:>17} {:>7} {:>18}",
-        "contender", "ns/deliv", "(min–max)", "ratio", "lost"
+        "  {:<32} {:>9} {:>17} {:>7} {:>7} {:>18}",
+        "contender", "ns/deliv", "(min–max)", "spread", "ratio", "lost"
     );
     let medians: Vec<f64> = times.iter().map(|t| median(t.clone())).collect();
     let hand_made = medians[0];
@@ -496,10 +502,11 @@ fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
             n => format!("{n} ({:.1}%)", 100.0 * n as f64 / all.max(1) as f64),
         };
         println!(
-            "  {:<32} {:>9.1} {:>17} {:>6.2}x {:>18}",
+            "  {:<32} {:>9.1} {:>17} {:>6.2}x {:>6.2}x {:>18}",
             contender.name(),
             medians[i],
             format!("({low:.1}–{high:.1})"),
+            contention::spread(&times[i]),
             medians[i] / hand_made,
             loss
         );
@@ -511,6 +518,7 @@ fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
 }
 
 fn main() {
+    contention::spin_if_child();
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run tiny then.
     let quick = !std::env::args().any(|a| a == "--bench");
     let tasks = env("EVENTBUS_SCALE_TASKS", if quick { 200 } else { 100_000 }) as usize;
@@ -536,6 +544,7 @@ fn main() {
         }
     );
     println!("load average at start: {}", load_average());
+    let _busy = contention::start_if_asked();
 
     let only_two = std::env::var_os("EVENTBUS_ASYNC_QUICK").is_some();
     let contenders = if only_two {

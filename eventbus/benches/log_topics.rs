@@ -20,8 +20,15 @@
 //!   (`fan-out`, `publishers`, `replay`).
 //! - `EVENTBUS_BENCH_SUBSCRIBERS` (a number): only the fan-outs to that many subscribers.
 //!
+//! - `EVENTBUS_BENCH_BUSY=1`: the contended regime, one core kept busy by a process the bench
+//!   starts and stops (`common/contention.rs`). Each line also prints its rounds' spread (slowest ÷
+//!   fastest).
+//!
 //! Figures from a shared machine are noisy: read the ratios, and the load average printed at
 //! the start and the end.
+
+#[path = "common/contention.rs"]
+mod contention;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -249,17 +256,19 @@ fn fan_out(
          median of {rounds}"
     );
     println!(
-        "  {:<24} {:>10} {:>14} {:>16}",
-        "contender", "ns/deliv", "÷ bus crate", "publisher ns/msg"
+        "  {:<24} {:>10} {:>14} {:>16} {:>8}",
+        "contender", "ns/deliv", "÷ bus crate", "publisher ns/msg", "spread"
     );
-    for (contender, run) in &medians {
+    for ((contender, run), rounds) in medians.iter().zip(&runs) {
         let ratio = bus_crate.map_or("-".into(), |b| format!("{:.2}x", run.ns_per_delivery / b));
+        let each: Vec<f64> = rounds.iter().map(|r| r.ns_per_delivery).collect();
         println!(
-            "  {:<24} {:>10.1} {:>14} {:>16.1}",
+            "  {:<24} {:>10.1} {:>14} {:>16.1} {:>7.2}x",
             contender.name(),
             run.ns_per_delivery,
             ratio,
-            run.publisher_ns
+            run.publisher_ns,
+            contention::spread(&each)
         );
     }
     medians
@@ -293,9 +302,11 @@ fn replay(messages: u64, rounds: u64, live: f64) {
 }
 
 fn main() {
+    contention::spin_if_child();
     let messages = env("EVENTBUS_BENCH_MESSAGES", 1_000_000);
     let rounds = env("EVENTBUS_BENCH_ROUNDS", 5).max(1);
     println!("load at start: {}", load());
+    let _busy = contention::start_if_asked();
     println!(
         "eventbus log topics: {messages} messages, {rounds} rounds, {} CPUs",
         thread::available_parallelism().map_or(0, |n| n.get())
