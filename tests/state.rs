@@ -60,6 +60,99 @@ mod needs_missing {
     fn mail(_: &OrderPlaced, _mailer: State<Mailer>) {}
 }
 
+/// `State` under other names, beside a web framework's own `State` (as with axum's): the
+/// macros ask the compiler what a parameter is, not how it is spelled (issue 32, item 1).
+mod any_name {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use eventbus::State as BusState;
+    use eventbus::{observer, subscriber, AnyMessage, Bus, Topic};
+
+    /// A framework's own `State`, as `axum::extract::State` is, imported under its name.
+    #[allow(dead_code)]
+    pub(crate) struct State<S>(pub S);
+
+    pub(crate) type Shared<T> = eventbus::State<T>;
+
+    #[derive(Topic, Debug)]
+    #[topic(name = "shop.order")]
+    pub(crate) struct Order(pub u64);
+
+    #[derive(Default, Debug)]
+    pub(crate) struct Tally {
+        pub(crate) renamed: AtomicU64,
+        pub(crate) full_path: AtomicU64,
+        pub(crate) alias: AtomicU64,
+        pub(crate) observed: AtomicU64,
+    }
+
+    #[subscriber]
+    fn renamed(o: &Order, tally: BusState<Tally>, bus: &Bus) {
+        assert!(bus.state::<Tally>().is_some());
+        tally.renamed.fetch_add(o.0, Ordering::SeqCst);
+    }
+
+    #[subscriber]
+    fn full_path(o: &Order, tally: &eventbus::State<Tally>) {
+        tally.full_path.fetch_add(o.0, Ordering::SeqCst);
+    }
+
+    #[subscriber]
+    fn alias(o: &Order, tally: Shared<Tally>, again: &Shared<Tally>) {
+        assert!(std::sync::Arc::ptr_eq(tally.arc(), again.arc()));
+        tally.alias.fetch_add(o.0, Ordering::SeqCst);
+    }
+
+    #[observer("shop.*")]
+    fn observed(_: &AnyMessage, _: &Bus, tally: BusState<Tally>, also: &Shared<Tally>) {
+        tally.observed.fetch_add(1, Ordering::SeqCst);
+        assert!(std::sync::Arc::ptr_eq(tally.arc(), also.arc()));
+    }
+
+    /// The local `State` is still the framework's.
+    pub(crate) fn framework_state() -> State<u8> {
+        State(7)
+    }
+}
+
+#[test]
+fn state_works_under_any_name_in_subscribers_and_observers() {
+    use any_name::{Order, Tally};
+    assert_eq!(any_name::framework_state().0, 7);
+    let bus = Bus::builder()
+        .state(Tally::default())
+        .registered_in("state::any_name")
+        .build();
+    for id in 1..=3 {
+        bus.publish(Order(id)).unwrap();
+    }
+    bus.close();
+    let tally = bus.state::<Tally>().unwrap();
+    let read = |n: &AtomicU64| n.load(Ordering::SeqCst);
+    assert_eq!(
+        [
+            read(&tally.renamed),
+            read(&tally.full_path),
+            read(&tally.alias),
+            read(&tally.observed)
+        ],
+        [6, 6, 6, 3]
+    );
+    assert!(bus.dead_letters().is_empty());
+}
+
+#[test]
+fn a_state_under_another_name_is_checked_at_build() {
+    let error = Bus::builder()
+        .registered_in("state::any_name")
+        .try_build()
+        .unwrap_err();
+    let BuildError::MissingState(missing) = &error else {
+        panic!("expected MissingState, got {error:?}");
+    };
+    assert_eq!(missing.state, "state::any_name::Tally");
+}
+
 #[test]
 fn handlers_get_the_state_the_builder_was_given() {
     let bus = Bus::builder()

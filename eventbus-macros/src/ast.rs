@@ -12,46 +12,15 @@ pub(crate) enum MessageParam {
     Whole,
 }
 
-/// A parameter after the message.
-pub(crate) enum Extra<'a> {
-    /// `State<T>` (`by_ref: false`) or `&State<T>`; `ty` is the `T`.
-    State { ty: &'a Type, by_ref: bool },
-    /// Any other shared reference: it must be `&Bus`, which the compiler checks.
-    Bus(&'a Type),
-}
-
-impl<'a> Extra<'a> {
-    /// What a parameter of type `ty` is, if a subscriber may have it.
-    pub(crate) fn of(ty: &'a Type) -> Option<Self> {
-        if let Some(state) = generic_argument(ty, "State") {
-            return Some(Extra::State {
-                ty: state,
-                by_ref: false,
-            });
-        }
-        match ty {
-            Type::Reference(reference) if reference.mutability.is_none() => {
-                match generic_argument(&reference.elem, "State") {
-                    Some(state) => Some(Extra::State {
-                        ty: state,
-                        by_ref: true,
-                    }),
-                    None => Some(Extra::Bus(ty)),
-                }
-            }
-            _ => None,
-        }
-    }
-}
-
 /// A subscriber function, as far as the expansion needs it.
 pub(crate) struct Handler<'a> {
     pub(crate) function: &'a ItemFn,
     /// The `T` of `&T` or `&Message<T>`.
     pub(crate) topic: &'a Type,
     pub(crate) message: MessageParam,
-    /// The parameters after the message.
-    pub(crate) extras: Vec<Extra<'a>>,
+    /// The types of the parameters after the message: what each is given is decided by
+    /// the runtime's `FromBus` trait, not by how it is spelled.
+    pub(crate) extras: Vec<&'a Type>,
     /// The declared return type, if any.
     pub(crate) output: Option<&'a Type>,
     /// `async fn`: its worker is a task.
@@ -64,7 +33,7 @@ impl<'a> Handler<'a> {
     pub(crate) fn new(
         function: &'a ItemFn,
         message: &'a TypeReference,
-        extras: Vec<Extra<'a>>,
+        extras: Vec<&'a Type>,
     ) -> Self {
         let (topic, form) = match generic_argument(&message.elem, "Message") {
             Some(inner) => (inner, MessageParam::Whole),

@@ -8,7 +8,7 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{DeriveInput, GenericParam, ItemFn};
 
-use crate::ast::{Extra, Handler, MessageParam};
+use crate::ast::{Handler, MessageParam};
 use crate::errors::Errors;
 use crate::valid::{Settings, StartAt};
 use crate::{attr, valid};
@@ -138,35 +138,24 @@ fn registration(
     let mut arguments = Vec::new();
     // An async handler's future owns a share of each state.
     let mut share = Vec::new();
-    for extra in &handler.extras {
-        match *extra {
-            Extra::State { ty, by_ref } => {
-                let slot = format_ident!("__state_{}", states.len());
-                let krate = at(krate, ty.span());
-                states.push(quote_spanned!(ty.span()=> #krate::__private::state_key::<#ty>()));
-                resolve.push(quote_spanned! {ty.span()=>
-                    let #slot = #krate::__private::state::<#ty>(bus, &options)?;
-                });
-                share.push(quote!(let #slot = ::core::clone::Clone::clone(&#slot);));
-                arguments.push(if by_ref {
-                    quote!(&#slot)
-                } else {
-                    quote!(::core::clone::Clone::clone(&#slot))
-                });
-            }
-            // Spanned so that a parameter that is not `&Bus` is reported on its type.
-            Extra::Bus(ty) => {
-                let krate = at(krate, ty.span());
-                let bus = if asynchronous {
-                    quote!(&__bus)
-                } else {
-                    quote!(__bus)
-                };
-                arguments.push(quote_spanned! {ty.span()=>
-                    <#ty as #krate::__private::FromBus<'_>>::from_bus(#bus)
-                });
-            }
-        }
+    // Each parameter after the message is supplied through the runtime's `FromBus`:
+    // looked up once when the subscriber starts (its slot), made for each call. Spanned so
+    // that a parameter that cannot be supplied is reported on its type.
+    for (at_index, &ty) in handler.extras.iter().enumerate() {
+        let slot = format_ident!("__slot_{}", at_index);
+        let krate = at(krate, ty.span());
+        let from_bus = quote_spanned!(ty.span()=> <#ty as #krate::__private::FromBus<'_>>);
+        states.push(quote_spanned!(ty.span()=> #from_bus::STATE));
+        resolve.push(quote_spanned! {ty.span()=>
+            let #slot = #from_bus::slot(bus, &options)?;
+        });
+        share.push(quote!(let #slot = ::core::clone::Clone::clone(&#slot);));
+        let bus = if asynchronous {
+            quote!(&__bus)
+        } else {
+            quote!(__bus)
+        };
+        arguments.push(quote_spanned!(ty.span()=> #from_bus::from_bus(&#slot, #bus)));
     }
     let call = if asynchronous {
         quote!(#function(#message #(, #arguments)*).await)

@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{FnArg, ItemFn, LitInt, LitStr, Path, Type};
 
-use crate::ast::{Extra, Handler};
+use crate::ast::Handler;
 use crate::attr::{path_text, SubscriberArgs};
 use crate::errors::Errors;
 
@@ -425,27 +425,37 @@ pub(crate) fn handler<'a>(function: &'a ItemFn, errors: &mut Errors) -> Option<H
                 continue;
             }
         };
-        match Extra::of(ty) {
-            Some(Extra::Bus(_)) if bus_seen => {
+        // What a parameter is given is the runtime's `FromBus` to decide, checked in the
+        // expansion at the parameter's span; only a second `&Bus` is refused here, as it
+        // can be told from the text alone.
+        if is_bus_reference(ty) {
+            if bus_seen {
                 errors.spanned(ty, "a subscriber takes `&Bus` at most once");
                 ok = false;
+                continue;
             }
-            Some(extra) => {
-                bus_seen |= matches!(extra, Extra::Bus(_));
-                extras.push(extra);
-            }
-            None => {
-                errors.spanned(
-                    ty,
-                    "after the message, a subscriber takes only `&Bus`, `State<T>` or \
-                     `&State<T>`",
-                );
-                ok = false;
-            }
+            bus_seen = true;
         }
+        extras.push(ty);
     }
     match message {
         Some(message) if ok => Some(Handler::new(function, message, extras)),
         _ => None,
     }
+}
+
+/// `&Bus` or `&path::Bus`.
+fn is_bus_reference(ty: &Type) -> bool {
+    let Type::Reference(reference) = ty else {
+        return false;
+    };
+    let Type::Path(path) = &*reference.elem else {
+        return false;
+    };
+    path.qself.is_none()
+        && path
+            .path
+            .segments
+            .last()
+            .is_some_and(|last| last.ident == "Bus" && last.arguments.is_none())
 }

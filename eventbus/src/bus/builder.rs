@@ -367,6 +367,7 @@ impl BusBuilder {
             if let Some(key) = registration
                 .states
                 .iter()
+                .flatten()
                 .find(|k| !self.states.contains(k))
             {
                 return Err(BuildError::MissingState(MissingState {

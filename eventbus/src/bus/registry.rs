@@ -36,8 +36,9 @@ pub struct Registration {
     pub workers: usize,
     /// `start = ...`: where a subscription to a log topic starts.
     pub from: crate::options::Start,
-    /// The `State<T>` types its handler takes.
-    pub states: &'static [StateKey],
+    /// What each parameter after the message needs from the builder: the `T` of a
+    /// `State<T>` (`FromBus::STATE`), `None` for one that needs nothing.
+    pub states: &'static [Option<StateKey>],
     /// `async fn`: its worker is a task, which needs a runtime.
     pub asynchronous: bool,
     pub start: fn(&Bus, Options) -> Result<Subscription, SubscribeError>,

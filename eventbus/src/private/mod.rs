@@ -2,9 +2,11 @@
 //! points here, the autoref-specialisation shims in `shims.rs`. Not public API: it may change
 //! in any release.
 
+mod from_bus;
 mod shims;
 
 pub use crate::message::Serializable;
+pub use from_bus::FromBus;
 pub use inventory;
 pub use shims::*;
 
@@ -30,7 +32,7 @@ pub const fn state_key<T: 'static>() -> StateKey {
 }
 
 /// The bus's `T`, for a registered subscriber's `State<T>` parameter.
-pub fn state<T: Send + Sync + 'static>(
+pub(crate) fn state<T: Send + Sync + 'static>(
     bus: &Bus,
     options: &Options,
 ) -> Result<State<T>, SubscribeError> {
@@ -78,21 +80,6 @@ where
     H: Fn(&AnyMessage, &Bus) -> Result<(), Failure> + Send + 'static,
 {
     bus.observe_registered(pattern, options, handler)
-}
-
-/// What a subscriber may take after its message: for now only `&Bus`.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a subscriber parameter",
-    label = "after the message, a subscriber may take only `&Bus`"
-)]
-pub trait FromBus<'a>: Sized {
-    fn from_bus(bus: &'a Bus) -> Self;
-}
-
-impl<'a> FromBus<'a> for &'a Bus {
-    fn from_bus(bus: &'a Bus) -> Self {
-        bus
-    }
 }
 
 /// Starts a registered async subscriber, whose handler also gets the bus.
