@@ -326,7 +326,6 @@ fn cell<T: Value>(runtime: &tokio::runtime::Runtime, kind: Kind, on: On, opt: Op
             );
             assert!(!error.to_string().is_empty(), "{at}");
             bus.close();
-            return;
         }
         (Expect::Refused(variant), Ok(_)) => panic!("{at}: works, but the table says {variant}"),
         (Expect::Works, Err(error)) => panic!("{at}: refused: {error}"),
