@@ -26,6 +26,8 @@ pub mod hooks;
 pub mod layers;
 pub mod layout;
 pub mod log_topics;
+#[cfg(feature = "tokio")]
+pub mod matrix;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "nats")]
