@@ -1,7 +1,7 @@
 //! Feature `metrics`: a bus's counters served at `/metrics` for Prometheus, with
 //! `metrics-exporter-prometheus`.
 //!
-//! Run it with `cargo run -p eventbus --example metrics --features metrics`, and while it
+//! Run it with `cargo run --example metrics --features metrics`, and while it
 //! runs, `curl http://127.0.0.1:9100/metrics`. `--addr 127.0.0.1:9200` listens elsewhere;
 //! `--seconds 60` runs longer (default 20). At the end it scrapes itself once and prints
 //! the bus's series.

@@ -213,7 +213,7 @@ mod dashboard {
     pub(super) fn run() {
         eprintln!(
             "--dashboard needs feature `dashboard`: \
-             cargo run -p eventbus --example orders --features dashboard -- --dashboard"
+             cargo run --example orders --features dashboard -- --dashboard"
         );
         std::process::exit(2);
     }

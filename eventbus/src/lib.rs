@@ -464,7 +464,7 @@
 //! page: every topic and subscription with its rates, mailbox depth against capacity, drops
 //! and dead letters, and a button per dead letter that redelivers it. The page's assets are
 //! in the crate; the server is `std` only. A redelivery is taken only from the address the
-//! server is bound to, with the token in the page. `cargo run -p eventbus --example orders
+//! server is bound to, with the token in the page. `cargo run --example orders
 //! --features dashboard -- --dashboard` shows it on the demo.
 //!
 //! ```

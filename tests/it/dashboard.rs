@@ -937,3 +937,106 @@ fn each_of_an_observers_dead_letters_is_reached_by_its_own_button() {
     }
     assert!(handled.try_recv().is_err(), "shop.a was not redelivered");
 }
+
+/// The page as a `tower::Service` in an axum app's router (issue 32, item 7): mounted under
+/// `/admin/bus` beside the app's own routes, browsed at the mount point without its slash,
+/// it shows the bus and its button redelivers; the Host and token checks hold there too.
+#[test]
+fn the_page_mounted_in_an_axum_router_shows_the_bus_and_redelivers() {
+    let bus = Bus::builder().build();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let (billed_tx, billed) = mpsc::channel();
+    {
+        let fixed = Arc::clone(&fixed);
+        bus.subscribe::<OrderPlaced>(
+            Options::default().name("billing").backoff(Duration::ZERO),
+            move |m: &Message<OrderPlaced>| {
+                if !fixed.load(Ordering::SeqCst) {
+                    return Err(format!("card declined for order {}", m.id));
+                }
+                billed_tx.send((m.seq(), m.id)).unwrap();
+                Ok(())
+            },
+        );
+    }
+    bus.publish(OrderPlaced { id: 7 }).unwrap();
+    support::until("order 7 is a dead letter", || bus.dead_letters().len() == 1);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "the shop" }))
+        .nest_service(
+            "/admin/bus",
+            eventbus::dashboard::service(&bus).allow_host("shop.test"),
+        );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    runtime.spawn(async move { axum::serve(listener, app).await });
+
+    // Over the wire: the app's own route, and the page's API under the prefix.
+    let get = |path: &str, host: &str| {
+        let raw = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let (status, _, body) = http(addr, raw.as_bytes());
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    assert_eq!(get("/", &addr.to_string()), (200, "the shop".into()));
+    let (status, state) = get("/admin/bus/api/state", &addr.to_string());
+    assert_eq!(status, 200, "{state}");
+    let state: Value = serde_json::from_str(&state).unwrap();
+    assert_eq!(state["dead_letters"][0]["seq"], 0, "{state}");
+    assert_eq!(get("/admin/bus/api/state", "shop.test:443").0, 200);
+    let (status, refused) = get("/admin/bus/api/state", "rebound.example:80");
+    assert_eq!(status, 403, "{refused}");
+    let (status, page) = get("/admin/bus", &addr.to_string());
+    assert_eq!(status, 200);
+    let token = page
+        .split("name=\"eventbus-token\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let redeliver = |headers: &str| {
+        let body = r#"{"subscription": 0, "seq": 0}"#;
+        let raw = format!(
+            "POST /admin/bus/api/redeliver HTTP/1.1\r\nHost: {addr}\r\n{headers}\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        http(addr, raw.as_bytes()).0
+    };
+    assert_eq!(redeliver(""), 403, "no token");
+    let cross_site = format!("X-Eventbus-Token: {token}\r\nOrigin: http://evil.example\r\n");
+    assert_eq!(redeliver(&cross_site), 403, "another site's page");
+    assert_eq!(bus.dead_letters().len(), 1, "nothing was redelivered");
+
+    // In the browser, at the mount point as a user types it: no trailing slash.
+    let driver = Driver::start();
+    driver.go(&format!("http://{addr}/admin/bus"));
+    driver.wait_for("#topics tbody tr td.name", &["orders.placed"]);
+    driver.wait_for("#subscriptions tbody tr td.name", &["billing"]);
+    driver.wait_for(
+        "#dead-letters tbody tr td.error",
+        &["card declined for order 7"],
+    );
+    fixed.store(true, Ordering::SeqCst);
+    driver.click("#dead-letters tbody tr button.republish");
+    assert_eq!(
+        billed.recv_timeout(support::PATIENCE).unwrap(),
+        (0, 7),
+        "the button redelivered order 7 to billing"
+    );
+    driver.wait_for("#status", &["orders.placed #0 redelivered to billing"]);
+    driver.wait_for("#dead-letters tbody tr", &[]);
+    // And with the slash, the same page.
+    driver.go(&format!("http://{addr}/admin/bus/"));
+    driver.wait_for("#subscriptions tbody tr td.delivered", &["1"]);
+    bus.close();
+    drop(driver);
+    drop(runtime);
+}

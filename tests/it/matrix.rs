@@ -60,15 +60,18 @@ pub enum Opt {
     DropNewest,
     /// A filter that keeps even values.
     Filter,
+    /// A key (`value % 3`): for a group, which worker; refused elsewhere.
+    Key,
     /// `Start::Earliest`, after some history was published.
     Start,
 }
 
-const OPTS: [Opt; 5] = [
+const OPTS: [Opt; 6] = [
     Opt::Block,
     Opt::DropOldest,
     Opt::DropNewest,
     Opt::Filter,
+    Opt::Key,
     Opt::Start,
 ];
 
@@ -83,6 +86,10 @@ pub enum Expect {
 pub fn expected(kind: Kind, on: On, opt: Opt) -> Expect {
     use Expect::{Refused, Works};
     match (kind, on, opt) {
+        // A key picks one of a group's workers; anything else has one.
+        (Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer, _, Opt::Key) => {
+            Refused("Group")
+        }
         // A mailbox topic keeps nothing to start from.
         (_, On::Mailbox, Opt::Start) => Refused("NoLog"),
         (Kind::Thread | Kind::Task | Kind::Stream | Kind::Group | Kind::KeyedGroup, _, _)
@@ -203,7 +210,7 @@ impl Gate {
 fn options(kind: Kind, opt: Opt) -> Options {
     let mut options = Options::default().name(format!("{kind:?}"));
     options = match opt {
-        Opt::Block | Opt::Filter | Opt::Start => options,
+        Opt::Block | Opt::Filter | Opt::Key | Opt::Start => options,
         Opt::DropOldest => options.capacity(SMALL).overflow(Overflow::DropOldest),
         Opt::DropNewest => options.capacity(SMALL).overflow(Overflow::DropNewest),
     };
@@ -244,7 +251,7 @@ fn subscribe<T: Value>(
             _ => options.filter(|m: &T| m.value() % 2 == 0),
         };
     }
-    if kind == Kind::KeyedGroup {
+    if kind == Kind::KeyedGroup || opt == Opt::Key {
         options = options.key(|m: &T| key(m.value()));
     }
     let (record, gate) = (record.clone(), gate.clone());
@@ -326,7 +333,6 @@ fn cell<T: Value>(runtime: &tokio::runtime::Runtime, kind: Kind, on: On, opt: Op
             );
             assert!(!error.to_string().is_empty(), "{at}");
             bus.close();
-            return;
         }
         (Expect::Refused(variant), Ok(_)) => panic!("{at}: works, but the table says {variant}"),
         (Expect::Works, Err(error)) => panic!("{at}: refused: {error}"),
@@ -366,8 +372,8 @@ fn check(
     // The order the kind promises: the topic's, per key for a keyed group (one worker per
     // key), none for a keyless group.
     match kind {
-        Kind::Group => {}
-        Kind::KeyedGroup => {
+        Kind::Group if opt != Opt::Key => {}
+        Kind::Group | Kind::KeyedGroup => {
             let mut by_key: BTreeMap<u64, (String, Vec<u64>)> = BTreeMap::new();
             for (worker, seq, value) in seen {
                 let entry = by_key
@@ -390,7 +396,9 @@ fn check(
     let all: BTreeSet<u64> = (from..total).collect();
     let published = total - from;
     match opt {
-        Opt::Block | Opt::Start => assert_eq!(seqs, all, "{at}: not everything was handled"),
+        Opt::Block | Opt::Key | Opt::Start => {
+            assert_eq!(seqs, all, "{at}: not everything was handled")
+        }
         Opt::Filter => {
             let even: BTreeSet<u64> = all.iter().copied().filter(|s| s % 2 == 0).collect();
             assert_eq!(seqs, even, "{at}: the filter's messages");

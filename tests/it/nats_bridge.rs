@@ -597,13 +597,14 @@ fn wait_with_deadline(mut child: Child, role: &str) -> Result<String, String> {
     }
 }
 
-/// Builds `examples/nats_shop.rs` and returns its path (cargo names it in its JSON output),
+/// Builds `examples/nats_shop.rs` (package `eventbus-examples`) and returns its path (cargo names it in its JSON output),
 /// in the target directory this test binary was built in (`<target>/<profile>/deps/`), so
 /// only the example itself is compiled: cargo lets go of that directory's lock before it
 /// runs the tests.
 fn build_example() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    // The examples are a package of their own (`examples/Cargo.toml`).
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/Cargo.toml");
     let exe = std::env::current_exe().unwrap();
     let target = exe.ancestors().nth(3).unwrap().to_path_buf();
     let release = exe.ancestors().nth(2).unwrap().ends_with("release");

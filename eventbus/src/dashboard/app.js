@@ -3,6 +3,9 @@
 "use strict";
 
 const token = document.querySelector('meta[name="eventbus-token"]').content;
+// The page's own path as the base of the API's: `/` on the dashboard's own server, the mount
+// point (`/admin/bus` or `/admin/bus/`) inside an application's router.
+const apiBase = location.pathname.endsWith("/") ? location.pathname : location.pathname + "/";
 let previous = null; // { at, published: Map, received: Map, delivered: Map }
 
 function cell(row, text, className) {
@@ -133,7 +136,7 @@ async function republish(button, letter) {
   button.disabled = true;
   const status = document.getElementById("status");
   try {
-    const response = await fetch("/api/redeliver", {
+    const response = await fetch(apiBase + "api/redeliver", {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Eventbus-Token": token },
       body: JSON.stringify({
@@ -154,7 +157,7 @@ async function republish(button, letter) {
 
 async function refresh() {
   try {
-    const response = await fetch("/api/state", { cache: "no-store" });
+    const response = await fetch(apiBase + "api/state", { cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
     draw(await response.json());
   } catch (error) {

@@ -30,6 +30,23 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// A request that came some other way than [`read_request`] (an application's router).
+    pub(crate) fn new(
+        method: String,
+        version: String,
+        path: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Request {
+        Request {
+            method,
+            version,
+            path,
+            headers,
+            body,
+        }
+    }
+
     /// The value of header `name` (case-insensitive), if sent once; `Err` if sent twice.
     pub(crate) fn header(&self, name: &str) -> Result<Option<&str>, Response> {
         let mut found = self
@@ -52,7 +69,7 @@ pub(crate) struct Response {
     pub(crate) headers: Vec<(&'static str, String)>,
     pub(crate) body: Vec<u8>,
     /// The answer to a HEAD: the head says how long the body is, and the body is not sent.
-    head_only: bool,
+    pub(crate) head_only: bool,
 }
 
 impl Response {

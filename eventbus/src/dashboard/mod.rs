@@ -6,7 +6,10 @@
 //! `POST /api/redeliver`.
 //!
 //! The page, its script and its style are in the crate (`include_str!`): no build step, no
-//! CDN, no request leaves the machine.
+//! CDN, no request leaves the machine. The script and style are inlined into the page (with a
+//! nonce its `Content-Security-Policy` names), and the script finds the API beside the page's
+//! own path, so the same page works at `/` on its own server and under a prefix
+//! (`/admin/bus`) inside an application's router ([`service`]).
 //!
 //! # Who may read, who may redeliver
 //!
@@ -23,6 +26,9 @@
 //! client sends makes it panic.
 
 mod http;
+mod service;
+
+pub use self::service::{service, DashboardService};
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -156,8 +162,8 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
     }
 }
 
-/// What every connection's thread shares.
-struct Shared {
+/// What every connection's thread (or every call of a [`DashboardService`]) shares.
+pub(crate) struct Shared {
     /// A handle that does not keep the bus open.
     bus: Bus,
     /// Embedded in the page; a redelivery must send it back.
@@ -236,7 +242,11 @@ fn serve_one(shared: &Shared, mut stream: TcpStream) {
     let response = match http::read_request(&mut stream) {
         Err(response) => response,
         Ok(request) => {
-            let response = catch_unwind(AssertUnwindSafe(|| route(shared, &stream, &request)))
+            let reached = Reached::Connection {
+                stream: &stream,
+                port: shared.port,
+            };
+            let response = catch_unwind(AssertUnwindSafe(|| route(shared, &reached, &request)))
                 .unwrap_or_else(|_| Response::error(500, "the server failed on this request"));
             // Whatever the answer to a HEAD, it goes without its body.
             if request.method == "HEAD" {
@@ -249,7 +259,21 @@ fn serve_one(shared: &Shared, mut stream: TcpStream) {
     let _ = response.write_to(&mut stream);
 }
 
-fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
+/// How a request reached the page: over a connection of the dashboard's own server, or
+/// through an application's router, which does not say where the connection came from.
+pub(crate) enum Reached<'a> {
+    Connection {
+        stream: &'a TcpStream,
+        port: u16,
+    },
+    /// Through [`DashboardService`]; `hosts` are the names it was told to answer to, beside
+    /// `localhost` and IP addresses.
+    Mounted {
+        hosts: &'a [String],
+    },
+}
+
+pub(crate) fn route(shared: &Shared, reached: &Reached<'_>, request: &Request) -> Response {
     let allow = |methods: &str| {
         Response::error(405, &format!("{} takes {methods}", request.path))
             .with_header("Allow", methods)
@@ -259,7 +283,7 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
     // token) or the state.
     match request.header("Host") {
         Err(refused) => return refused,
-        Ok(Some(host)) if !is_this_server(host, shared.port, stream) => {
+        Ok(Some(host)) if !is_this_server(host, reached) => {
             return Response::error(403, "the Host header does not name this server")
         }
         // RFC 9112, 3.2: an HTTP/1.1 request without Host is a 400.
@@ -275,18 +299,23 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
         method => method,
     };
     match (request.path.as_str(), method) {
-        ("/", "GET") => Response::new(200, "text/html; charset=utf-8", page(&shared.token))
-            .with_header(
-                "Content-Security-Policy",
-                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
-                 img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-            ),
+        ("/", "GET") => {
+            // A new nonce per page: the inlined script and style are the only ones it runs.
+            let nonce = token();
+            let policy = format!(
+                "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; \
+                 connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+                 frame-ancestors 'none'"
+            );
+            Response::new(200, "text/html; charset=utf-8", page(&shared.token, &nonce))
+                .with_header("Content-Security-Policy", policy)
+        }
         ("/app.js", "GET") => Response::new(200, "text/javascript; charset=utf-8", SCRIPT),
         ("/style.css", "GET") => Response::new(200, "text/css; charset=utf-8", STYLE),
         ("/api/state", "GET") => {
             Response::new(200, "application/json", state(&shared.bus).to_string())
         }
-        ("/api/redeliver", "POST") => match allowed(shared, stream, request) {
+        ("/api/redeliver", "POST") => match allowed(shared, reached, request) {
             Err(refused) => refused,
             Ok(()) => redeliver(&shared.bus, &request.body),
         },
@@ -296,9 +325,12 @@ fn route(shared: &Shared, stream: &TcpStream, request: &Request) -> Response {
     }
 }
 
-/// The page, with this server's token.
-fn page(token: &str) -> String {
+/// The page, with this server's token, and its script and style inlined under `nonce`.
+fn page(token: &str, nonce: &str) -> String {
     PAGE.replace("{{TOKEN}}", token)
+        .replace("{{NONCE}}", nonce)
+        .replace("{{STYLE}}", STYLE)
+        .replace("{{SCRIPT}}", SCRIPT)
 }
 
 /// A token no one can guess from outside the process: two hashes with `RandomState`'s keys,
@@ -319,24 +351,43 @@ fn token() -> String {
         .collect()
 }
 
-/// Whether a request may change the bus: from the address it reached, to this server by
-/// name, from this server's page, with its token.
-fn allowed(shared: &Shared, stream: &TcpStream, request: &Request) -> Result<(), Response> {
+/// Whether a request may change the bus: from the address it reached (on the dashboard's own
+/// server), to this server by name, from this server's page, with its token.
+///
+/// Through an application's router the connection's addresses are not known: there the
+/// token (which only a page this service served carries), a `Host` naming the application
+/// and an `Origin` (if sent) of that same host decide; the application's own
+/// authentication, in front of the mount point, decides who reaches the page at all.
+fn allowed(shared: &Shared, reached: &Reached<'_>, request: &Request) -> Result<(), Response> {
     let forbidden = |why: &str| Err(Response::error(403, why));
-    match (stream.peer_addr(), stream.local_addr()) {
-        (Ok(peer), Ok(local)) if same_ip(peer.ip(), local.ip()) => {}
-        _ => return forbidden("changes are taken only from the address the dashboard is bound to"),
+    if let Reached::Connection { stream, .. } = reached {
+        match (stream.peer_addr(), stream.local_addr()) {
+            (Ok(peer), Ok(local)) if same_ip(peer.ip(), local.ip()) => {}
+            _ => {
+                return forbidden(
+                    "changes are taken only from the address the dashboard is bound to",
+                )
+            }
+        }
     }
     let Some(host) = request.header("Host")? else {
         return forbidden("a Host header is required");
     };
-    if !is_this_server(host, shared.port, stream) {
+    if !is_this_server(host, reached) {
         return forbidden("the Host header does not name this server");
     }
     if let Some(origin) = request.header("Origin")? {
-        let this = origin
-            .strip_prefix("http://")
-            .is_some_and(|rest| is_this_server(rest, shared.port, stream));
+        let this = match reached {
+            Reached::Connection { .. } => origin
+                .strip_prefix("http://")
+                .is_some_and(|rest| is_this_server(rest, reached)),
+            // The page's own origin: the host the request names, by either scheme (a proxy in
+            // front may end TLS).
+            Reached::Mounted { .. } => origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                .is_some_and(|rest| rest.eq_ignore_ascii_case(host)),
+        };
         if !this {
             return forbidden("the request does not come from this dashboard's page");
         }
@@ -357,23 +408,22 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
     canonical(a) == canonical(b)
 }
 
-/// Whether `host` (`name:port`, from a `Host` or an `Origin`) names this server, as
-/// `stream` reached it: `localhost`, or the IP address the connection reached, with this
-/// server's port written as a browser writes it (digits, no sign, no leading zero; no port
-/// is 80). Any other name could be an attacker's, made to resolve here; any other address
-/// is another machine's.
-fn is_this_server(host: &str, port: u16, stream: &TcpStream) -> bool {
+/// Whether `host` (`name:port`, from a `Host` or an `Origin`) names this server.
+///
+/// On the dashboard's own server, as `stream` reached it: `localhost`, or the IP address the
+/// connection reached, with this server's port written as a browser writes it (digits, no
+/// sign, no leading zero; no port is 80). Any other name could be an attacker's, made to
+/// resolve here (DNS rebinding); any other address is another machine's.
+///
+/// Through an application's router, whose port and addresses the page does not know:
+/// `localhost`, an IP address, or a name the application listed
+/// ([`DashboardService::allow_host`]), on any port.
+fn is_this_server(host: &str, reached: &Reached<'_>) -> bool {
     let (name, given) = match host.rsplit_once(':') {
         // Not the colon of a bracketed IPv6 address without a port.
         Some((name, given)) if !host.ends_with(']') => (name, given),
         _ => (host, "80"),
     };
-    if given != port.to_string() {
-        return false;
-    }
-    if name.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
     let ip = match name
         .strip_prefix('[')
         .and_then(|name| name.strip_suffix(']'))
@@ -381,9 +431,26 @@ fn is_this_server(host: &str, port: u16, stream: &TcpStream) -> bool {
         Some(v6) => v6.parse::<Ipv6Addr>().map(IpAddr::V6),
         None => name.parse::<Ipv4Addr>().map(IpAddr::V4),
     };
-    match (ip, stream.local_addr()) {
-        (Ok(ip), Ok(reached)) => same_ip(ip, reached.ip()),
-        _ => false,
+    match reached {
+        Reached::Connection { stream, port } => {
+            if given != port.to_string() {
+                return false;
+            }
+            if name.eq_ignore_ascii_case("localhost") {
+                return true;
+            }
+            match (ip, stream.local_addr()) {
+                (Ok(ip), Ok(reached)) => same_ip(ip, reached.ip()),
+                _ => false,
+            }
+        }
+        Reached::Mounted { hosts } => {
+            let port_ok = given.parse::<u16>().is_ok_and(|p| p.to_string() == given);
+            port_ok
+                && (name.eq_ignore_ascii_case("localhost")
+                    || ip.is_ok()
+                    || hosts.iter().any(|h| h.eq_ignore_ascii_case(name)))
+        }
     }
 }
 
