@@ -28,15 +28,6 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let settings = valid::settings(attr::subscriber_args(args, &mut errors), &mut errors);
     let handler = valid::handler(&function, &mut errors);
-    if let (Some(handler), Some(at)) = (&handler, settings.workers_at) {
-        if handler.asynchronous && settings.workers != 1 {
-            errors.at(
-                at,
-                "an async subscriber cannot be a group yet: drop `workers`, or make the \
-                 handler a sync `fn`",
-            );
-        }
-    }
     match handler {
         Some(handler) if errors.is_empty() => {
             let registration = registration(&handler, &settings, None);

@@ -95,8 +95,6 @@ pub(crate) struct Settings {
     pub(crate) start: StartAt,
     /// `workers = N`: a consumer group's size (1: no group).
     pub(crate) workers: usize,
-    /// Where `workers = N` was written.
-    pub(crate) workers_at: Option<proc_macro2::Span>,
     /// `key = path`: a function `fn(&T) -> K` where `K: Hash`.
     pub(crate) key: Option<syn::Path>,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
@@ -227,7 +225,6 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         filter: args.filter,
         start,
         workers,
-        workers_at: args.workers.as_ref().map(LitInt::span),
         key: args.key,
         krate: crate_path(args.krate, errors),
     }

@@ -4,6 +4,9 @@
 
 use crate::support;
 
+#[cfg(feature = "tokio")]
+mod async_groups;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -500,7 +503,7 @@ fn a_subscriber_attribute_makes_a_keyed_group() {
 
 #[cfg(feature = "tokio")]
 #[test]
-fn async_subscribers_and_streams_cannot_be_groups() {
+fn an_fnmut_async_subscriber_and_a_stream_cannot_be_groups() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

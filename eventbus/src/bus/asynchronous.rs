@@ -101,21 +101,113 @@ impl Bus {
         Ok(Subscription::new(Arc::clone(&self.engine), core))
     }
 
-    /// Starts a registered async subscriber, whose handler also gets a handle to the bus.
-    pub(crate) fn subscribe_registered_async<T, F, A>(
+    /// Starts an async consumer group of `T` ([`Options::workers`], [`Options::key`]): each
+    /// worker is a tokio task, and the workers run `handler` at once, so it is an
+    /// `Fn(Message<T>) -> impl Future + Send` that is `Send + Sync`, whose output is `()` or
+    /// `Result<(), E: Display>`. The promises of [`subscribe_group`](Bus::subscribe_group)
+    /// hold: each message goes to one worker; with a key, one key's messages go to one worker,
+    /// handled in topic order; each worker has its own mailbox (a key) or they share one (no
+    /// key), with its overflow policy, retries and dead letters; stats per worker; a close
+    /// drains them. With options that ask for no group, it is a subscription like
+    /// [`subscribe_async`](Bus::subscribe_async)'s.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_subscribe_group_async`](Bus::try_subscribe_group_async) would fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct OrderPlaced { customer: u64, n: u64 }
+    ///
+    /// fn customer_of(o: &OrderPlaced) -> u64 {
+    ///     o.customer
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let bus = Bus::builder().build(); // takes the current runtime
+    /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    /// // Four tasks; one customer's orders go to one of them, in the order published.
+    /// let reserve = bus.subscribe_group_async::<OrderPlaced, _, _, _>(
+    ///     Options::default().workers(4).key(customer_of).name("reserve"),
+    ///     move |m: Message<OrderPlaced>| {
+    ///         let tx = tx.clone();
+    ///         async move {
+    ///             tokio::task::yield_now().await; // a call to the stock service
+    ///             tx.send((m.customer, m.n)).unwrap();
+    ///         }
+    ///     },
+    /// );
+    /// for n in 0..12 {
+    ///     bus.publish_async(OrderPlaced { customer: n % 3, n }).await.unwrap();
+    /// }
+    /// bus.close_async().await;
+    /// let mut last = [None; 3];
+    /// while let Ok((customer, n)) = rx.try_recv() {
+    ///     assert!(last[customer as usize] < Some(n)); // in order, per customer
+    ///     last[customer as usize] = Some(n);
+    /// }
+    /// assert_eq!(reserve.stats().delivered, 12);
+    /// assert_eq!(reserve.stats().workers.len(), 4);
+    /// # });
+    /// ```
+    pub fn subscribe_group_async<T, F, A, R>(&self, options: Options, handler: F) -> Subscription
+    where
+        T: Topic,
+        F: Fn(Message<T>) -> A + Send + Sync + 'static,
+        A: Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        self.try_subscribe_group_async(options, handler)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Starts an async consumer group like
+    /// [`subscribe_group_async`](Bus::subscribe_group_async), saying why it cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::NoRuntime`] when the bus has no tokio runtime; otherwise as
+    /// [`try_subscribe_group`](Bus::try_subscribe_group).
+    pub fn try_subscribe_group_async<T, F, A, R>(
         &self,
         options: Options,
-        mut handler: F,
+        handler: F,
     ) -> Result<Subscription, SubscribeError>
     where
         T: Topic,
-        F: FnMut(Message<T>, Bus) -> A + Send + 'static,
+        F: Fn(Message<T>) -> A + Send + Sync + 'static,
+        A: Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        let core = self
+            .engine
+            .subscribe_shared_task(options, move |message: Message<T>| {
+                let attempt = handler(message);
+                async move { attempt.await.into_result() }
+            })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts a registered async subscriber, whose handler also gets a handle to the bus: a
+    /// group of tasks if its options ask for one.
+    pub(crate) fn subscribe_registered_async<T, F, A>(
+        &self,
+        options: Options,
+        handler: F,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        F: Fn(Message<T>, Bus) -> A + Send + Sync + 'static,
         A: Future<Output = Result<(), crate::handler::Failure>> + Send + 'static,
     {
         let bus = self.worker_handle();
         let core = self
             .engine
-            .subscribe_task(options, move |message: Message<T>| {
+            .subscribe_shared_task(options, move |message: Message<T>| {
                 handler(message, bus.clone())
             })?;
         Ok(Subscription::new(Arc::clone(&self.engine), core))

@@ -271,17 +271,18 @@ where
     )
 }
 
-/// A mailbox that several thread workers take from (a group without a key): clone the
-/// `Inbox` for each.
+/// A mailbox that several workers take from (a group without a key): clone the `Inbox` for
+/// each. Task workers (`by_task`) all wait on its `arrived`, which wakes every waiter.
 pub(crate) fn shared_mailbox<T>(
     capacity: usize,
     handouts: Handouts,
+    by_task: bool,
     core: impl FnOnce(Box<dyn Retire>) -> SubscriptionCore,
 ) -> (Outbox<T>, Inbox<T>)
 where
     T: Send + Sync + 'static,
 {
-    let (outbox, mut inbox) = mailbox(capacity, handouts, false, core);
+    let (outbox, mut inbox) = mailbox(capacity, handouts, by_task, core);
     let (closing, closed) = crossbeam_channel::bounded(0);
     // Lock order: row 9 (the mailbox's `closing`), a leaf; see engine/mod.rs.
     *outbox.flags.closing.lock() = Some(closing);

@@ -1,5 +1,7 @@
 //! Subscribing a consumer group: several workers over one subscription, with a mailbox each
-//! (keyed) or one they share (keyless); see `delivery/group.rs`.
+//! (keyed) or one they share (keyless); see `delivery/group.rs`. The workers are threads
+//! running an `Fn` handler, or (feature `tokio`) tasks running an async one: the same
+//! mailboxes either way, each worker a consumer of its own.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -13,7 +15,19 @@ use crate::options::Options;
 use crate::topic::Topic;
 use crate::worker::{self, Context, Source};
 
-use super::{subscription_name, typed, Engine, Entry};
+use super::{is_group, subscription_name, typed, Engine, Entry};
+
+/// Starts one worker of a group on its source (its mailbox, or the one its group shares),
+/// with its own core; called once per worker.
+pub(super) trait LaunchEach<T>:
+    Fn(Source<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
+{
+}
+
+impl<T, F> LaunchEach<T> for F where
+    F: Fn(Source<T>, Arc<SubscriptionCore>, Context) -> std::io::Result<()>
+{
+}
 
 impl Engine {
     /// Starts a consumer group of `T` (`group.rs`): `options.workers` thread workers running
@@ -22,6 +36,50 @@ impl Engine {
         &self,
         options: Options,
         handler: SharedRun<T>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        self.subscribe_group_with(options, Consumer::Worker, move |source, core, context| {
+            let handler = Arc::clone(&handler);
+            let run = move |m: &Message<T>| handler(m);
+            worker::thread::spawn(source, core, context, run)
+        })
+    }
+
+    /// Starts a subscription of `T` whose async handler its workers may run at once: a group
+    /// of task workers on the bus's runtime if the options ask for one, else one task worker.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn subscribe_shared_task<T, F, A>(
+        &self,
+        options: Options,
+        handler: F,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError>
+    where
+        T: Topic,
+        F: Fn(Message<T>) -> A + Send + Sync + 'static,
+        A: std::future::Future<Output = Result<(), crate::handler::Failure>> + Send + 'static,
+    {
+        if !is_group(&options) {
+            return self.subscribe_task(options, handler);
+        }
+        let Some(runtime) = self.runtime.get().cloned() else {
+            return Err(SubscribeError::NoRuntime {
+                name: subscription_name(&options, self.next_subscription.load(Relaxed)),
+            });
+        };
+        let handler = Arc::new(handler);
+        self.subscribe_group_with(options, Consumer::Task, move |source, core, context| {
+            let handler = Arc::clone(&handler);
+            let run = move |m: Message<T>| handler(m);
+            worker::task::spawn(&runtime, source, core, context, run);
+            Ok(())
+        })
+    }
+
+    /// Starts a consumer group of `T` whose workers `launch` starts, one call each.
+    fn subscribe_group_with<T: Topic>(
+        &self,
+        options: Options,
+        consumer: Consumer,
+        launch: impl LaunchEach<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let name: Arc<str> =
             subscription_name(&options, self.next_subscription.load(Relaxed)).into();
@@ -48,17 +106,18 @@ impl Engine {
         };
         let (topic, retention) = (T::name(), T::retention());
         self.subscribe_checked::<T, _>(topic, retention, options, mailboxes, |this, id, options| {
-            this.start_group(id, name, options, handler)
+            this.start_group(id, name, options, consumer, launch)
         })
     }
 
     /// Starts a group's workers and puts its mailboxes on the topic, all in one edit.
-    pub(super) fn start_group<T: Topic>(
+    fn start_group<T: Topic>(
         &self,
         id: u64,
         name: Arc<str>,
         options: Options,
-        handler: SharedRun<T>,
+        consumer: Consumer,
+        launch: impl LaunchEach<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let topic = self.topic::<T>();
         let typed = typed::<T>(&*topic);
@@ -67,6 +126,8 @@ impl Engine {
             lifecycle: Arc::clone(&self.lifecycle),
             dead_letters: Arc::clone(&self.dead_letters),
         };
+        // A task's mailbox announces every arrival (see `mailbox.rs`).
+        let by_task = consumer != Consumer::Worker;
         let of = options.workers;
         let new_core = |retirer| {
             let id = self.next_subscription.fetch_add(1, Relaxed);
@@ -76,7 +137,7 @@ impl Engine {
                 Arc::clone(&name),
                 topic,
                 options.clone(),
-                Consumer::Worker,
+                consumer,
                 retirer,
             )
         };
@@ -86,14 +147,7 @@ impl Engine {
         let spawn =
             |workers: &mut Vec<Arc<SubscriptionCore>>, core: Arc<SubscriptionCore>, inbox| {
                 self.lifecycle.started(Arc::clone(&core));
-                let handler = Arc::clone(&handler);
-                let run = move |m: &Message<T>| handler(m);
-                match worker::thread::spawn(
-                    Source::Mailbox(inbox),
-                    Arc::clone(&core),
-                    context.clone(),
-                    run,
-                ) {
+                match launch(Source::Mailbox(inbox), Arc::clone(&core), context.clone()) {
                     Ok(()) => {
                         workers.push(core);
                         Ok(())
@@ -114,14 +168,15 @@ impl Engine {
         let shared = if options.key.is_some() {
             for index in 0..of {
                 let (mut outbox, inbox) =
-                    mailbox(options.capacity, typed.handouts(), false, new_core);
+                    mailbox(options.capacity, typed.handouts(), by_task, new_core);
                 outbox.route(index, of);
                 spawn(&mut workers, Arc::clone(&outbox.core), inbox)?;
                 outboxes.push(Arc::new(outbox));
             }
             None
         } else {
-            let (outbox, inbox) = shared_mailbox(options.capacity, typed.handouts(), new_core);
+            let (outbox, inbox) =
+                shared_mailbox(options.capacity, typed.handouts(), by_task, new_core);
             let shared = Arc::clone(&outbox.core);
             for _ in 0..of {
                 let mut core = new_core(Box::new(Shared(Arc::clone(&shared))));
@@ -135,7 +190,7 @@ impl Engine {
             Some(shared)
         };
         let delivery = Box::new(Group::new(workers, shared));
-        let core = SubscriptionCore::new(id, name, T::name(), options, Consumer::Worker, delivery);
+        let core = SubscriptionCore::new(id, name, T::name(), options, consumer, delivery);
         let core = Arc::new(core);
         typed.add_all(outboxes);
         // Lock order: row 2 (`subscriptions`), nothing else held; see engine/mod.rs.

@@ -100,12 +100,12 @@ impl Engine {
         launch: impl Launch<T>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         if is_group(&options) {
-            // Only thread workers make groups (see `subscribe_group`).
+            // Groups are started by `group.rs`, with an `Fn` handler its workers share.
             return Err(SubscribeError::Group {
                 name: subscription_name(&options, self.next_subscription.load(Relaxed)),
                 topic: T::name(),
-                why: "async subscribers and streams cannot be groups yet: subscribe a sync \
-                      handler, or one async subscriber",
+                why: "a stream cannot be a group, and an async group's workers run one `Fn` \
+                      handler at once: use `subscribe_group_async`",
             });
         }
         let (topic, retention) = (T::name(), T::retention());

@@ -91,7 +91,7 @@ pub fn subscribe_registered_async<T, H, A>(
 ) -> Result<Subscription, SubscribeError>
 where
     T: Topic,
-    H: FnMut(Message<T>, Bus) -> A + Send + 'static,
+    H: Fn(Message<T>, Bus) -> A + Send + Sync + 'static,
     A: std::future::Future<Output = Result<(), Failure>> + Send + 'static,
 {
     bus.subscribe_registered_async(options, handler)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use super::{
-    abandon, abandon_rest, dead_letter, delivered, failed, Context, Finish, Source, CURRENT,
+    abandon, abandon_rest, dead_letter, delivered, failed, took, Context, Finish, Source, CURRENT,
 };
 use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
@@ -96,9 +96,8 @@ async fn run<T: Send + Sync + 'static>(
 ) {
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
-    let counters = &core.counters;
     while let Some(message) = inbox.next_async().await {
-        Counters::bump(&counters.taken);
+        took(&core);
         if lifecycle.is_stopped() {
             abandon(&core, message, "forced close");
             break;
