@@ -10,7 +10,7 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 use crate::errors::Errors;
 
 pub(crate) const SUBSCRIBER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, start, workers, key, crate";
+    "capacity, overflow, retries, backoff, name, filter, start, workers, key, inline, crate";
 pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, crate";
 
 /// `#[subscriber(...)]` as written.
@@ -25,6 +25,8 @@ pub(crate) struct SubscriberArgs {
     pub(crate) start: Option<Expr>,
     pub(crate) workers: Option<LitInt>,
     pub(crate) key: Option<Path>,
+    /// `inline`, a flag: the handler runs inside the publish.
+    pub(crate) inline: Option<Path>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -36,6 +38,16 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
             errors.spanned(&meta.path, unknown_option("subscriber", &meta.path));
             return Ok(());
         };
+        if key == "inline" {
+            if skip_value(&meta)?.is_some() {
+                errors.spanned(
+                    &meta.path,
+                    "`inline` takes no value: write `#[subscriber(inline)]`",
+                );
+            }
+            set(&mut parsed.inline, Some(meta.path.clone()), &meta, errors);
+            return Ok(());
+        }
         let Some(value) = skip_value(&meta)? else {
             errors.spanned(
                 &meta.path,
@@ -134,6 +146,9 @@ pub(crate) fn observer_args(
     }
     if let Some(start) = parsed.start.take() {
         not_here(errors, "start", &start);
+    }
+    if let Some(inline) = parsed.inline.take() {
+        not_here(errors, "inline", &inline);
     }
     (pattern, parsed)
 }

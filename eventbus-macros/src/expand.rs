@@ -28,6 +28,15 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let settings = valid::settings(attr::subscriber_args(args, &mut errors), &mut errors);
     let handler = valid::handler(&function, &mut errors);
+    if let Some(handler) = &handler {
+        if settings.inline && handler.asynchronous {
+            errors.spanned(
+                function.sig.asyncness,
+                "an inline subscriber runs inside the publish, on the publisher's thread, so it \
+                 is a sync `fn`: drop `async`, or drop `inline` for an async subscriber",
+            );
+        }
+    }
     match handler {
         Some(handler) if errors.is_empty() => {
             let registration = registration(&handler, &settings, None);
@@ -219,6 +228,12 @@ fn registration(
             )
         }
     } else {
+        let subscribe = if settings.inline {
+            let krate = at(krate, topic.span());
+            quote_spanned!(topic.span()=> #krate::__private::subscribe_registered_inline::<#topic, _>)
+        } else {
+            subscribe
+        };
         quote! {
             #subscribe(
                 bus,

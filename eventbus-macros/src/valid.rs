@@ -97,6 +97,8 @@ pub(crate) struct Settings {
     pub(crate) workers: usize,
     /// `key = path`: a function `fn(&T) -> K` where `K: Hash`.
     pub(crate) key: Option<syn::Path>,
+    /// `inline`: the handler runs inside the publish, on the publisher's thread.
+    pub(crate) inline: bool,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
     pub(crate) krate: TokenStream,
 }
@@ -206,7 +208,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
             }
         },
     };
-    if let Some(key) = &args.key {
+    if let (Some(key), None) = (&args.key, &args.inline) {
         let parsed = args.workers.as_ref().map(LitInt::base10_parse::<usize>);
         if matches!(parsed, None | Some(Ok(1))) {
             errors.spanned(
@@ -216,7 +218,11 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
             );
         }
     }
+    if args.inline.is_some() {
+        refuse_with_inline(&args, errors);
+    }
     Settings {
+        inline: args.inline.is_some(),
         capacity,
         overflow,
         retries,
@@ -455,4 +461,28 @@ fn is_bus_reference(ty: &Type) -> bool {
             .segments
             .last()
             .is_some_and(|last| last.ident == "Bus" && last.arguments.is_none())
+}
+
+/// Reports each option `inline` cannot go with, at the option.
+fn refuse_with_inline(args: &SubscriberArgs, errors: &mut Errors) {
+    let mailbox = "an inline subscriber has no mailbox: its handler runs inside the publish";
+    let group = "a group's workers take turns at a mailbox; an inline handler runs on each \
+                 publisher's thread";
+    let retries = "a refusal goes back to the publisher (`PublishError::Rejected`), who may \
+                   publish again; retrying would hold up every publisher of the topic";
+    let start = "an inline handler sees each message as it is published";
+    let refused: [(&str, Option<&dyn quote::ToTokens>, &str); 7] = [
+        ("capacity", args.capacity.as_ref().map(|v| v as _), mailbox),
+        ("overflow", args.overflow.as_ref().map(|v| v as _), mailbox),
+        ("retries", args.retries.as_ref().map(|v| v as _), retries),
+        ("backoff", args.backoff.as_ref().map(|v| v as _), retries),
+        ("start", args.start.as_ref().map(|v| v as _), start),
+        ("workers", args.workers.as_ref().map(|v| v as _), group),
+        ("key", args.key.as_ref().map(|v| v as _), group),
+    ];
+    for (key, span, why) in refused {
+        if let Some(span) = span {
+            errors.spanned(span, format_args!("`{key}` cannot go with `inline`: {why}"));
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! the bus did not take it.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Why [`Bus::publish`](crate::Bus::publish) did not publish a message. The message was not
 /// numbered nor handed to any subscriber, and comes back ([`into_inner`](Self::into_inner)),
@@ -13,7 +14,19 @@ pub enum PublishError<T> {
     Closed(T),
     /// A handler published into a full `Block` mailbox whose worker waits, directly or
     /// through other handlers, for the publishing handler itself: waiting could never end.
+    /// Also a publish from an inline subscriber's handler to a topic whose inline handlers
+    /// its thread is running (its own topic, or one further up the cascade).
     WouldDeadlock(T),
+    /// An inline subscriber ([`Bus::subscribe_inline`](crate::Bus::subscribe_inline))
+    /// refused the message: its handler returned an `Err` or panicked. Nothing got the
+    /// message and its seq was not used. `source()` is the handler's error when it is a
+    /// `std::error::Error`.
+    Rejected {
+        /// The message, handed back.
+        message: T,
+        /// Who refused it, and why.
+        rejection: Rejection,
+    },
 }
 
 /// Why [`Bus::try_publish`](crate::Bus::try_publish) did not publish a message. The message
@@ -26,6 +39,13 @@ pub enum TryPublishError<T> {
     Full(T),
     /// The bus is closed (or closing, for publishers outside its handlers).
     Closed(T),
+    /// As [`PublishError::Rejected`].
+    Rejected {
+        /// The message, handed back.
+        message: T,
+        /// Who refused it, and why.
+        rejection: Rejection,
+    },
 }
 
 /// Why [`Bus::publish_timeout`](crate::Bus::publish_timeout) did not publish a message. The
@@ -41,6 +61,87 @@ pub enum PublishTimeoutError<T> {
     Closed(T),
     /// As [`PublishError::WouldDeadlock`].
     WouldDeadlock(T),
+    /// As [`PublishError::Rejected`].
+    Rejected {
+        /// The message, handed back.
+        message: T,
+        /// Who refused it, and why.
+        rejection: Rejection,
+    },
+}
+
+/// An inline subscriber's refusal of a message: the subscriber's name and its handler's
+/// error (or panic message). Its `source()` is the handler's error when that is a
+/// `std::error::Error`.
+#[derive(Clone)]
+pub struct Rejection {
+    subscriber: Arc<str>,
+    reason: String,
+    error: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Rejection {
+    pub(crate) fn new(
+        subscriber: Arc<str>,
+        reason: String,
+        error: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Rejection {
+            subscriber,
+            reason,
+            error,
+        }
+    }
+
+    /// The name of the inline subscriber that refused the message.
+    pub fn subscriber(&self) -> &str {
+        &self.subscriber
+    }
+
+    /// The handler's error text (for a panic, `panicked: ` and the panic's message).
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The handler's error itself, when it is a `std::error::Error`.
+    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.error.as_deref()
+    }
+}
+
+impl PartialEq for Rejection {
+    fn eq(&self, other: &Self) -> bool {
+        self.subscriber == other.subscriber && self.reason() == other.reason()
+    }
+}
+
+impl Eq for Rejection {}
+
+impl fmt::Debug for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rejection")
+            .field("subscriber", &self.subscriber)
+            .field("reason", &self.reason())
+            .finish()
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "inline subscriber `{}` rejected the message: {}",
+            self.subscriber,
+            self.reason()
+        )
+    }
+}
+
+impl std::error::Error for Rejection {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error()
+            .map(|error| error as &(dyn std::error::Error + 'static))
+    }
 }
 
 /// `into_inner`, `Debug` (without the message) and `Error` for a publish error.
@@ -51,6 +152,15 @@ macro_rules! publish_error {
             pub fn into_inner(self) -> T {
                 match self {
                     $($error::$variant(message))|* => message,
+                    $error::Rejected { message, .. } => message,
+                }
+            }
+
+            /// The inline subscriber's refusal, for a rejected message.
+            pub fn rejection(&self) -> Option<&Rejection> {
+                match self {
+                    $error::Rejected { rejection, .. } => Some(rejection),
+                    _ => None,
                 }
             }
         }
@@ -59,11 +169,21 @@ macro_rules! publish_error {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 match self {
                     $($error::$variant(_) => f.write_str(concat!(stringify!($variant), "(..)")),)*
+                    $error::Rejected { rejection, .. } => f
+                        .debug_struct("Rejected")
+                        .field("rejection", rejection)
+                        .finish_non_exhaustive(),
                 }
             }
         }
 
-        impl<T> std::error::Error for $error<T> {}
+        impl<T> std::error::Error for $error<T> {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.rejection()
+                    .and_then(Rejection::error)
+                    .map(|error| error as &(dyn std::error::Error + 'static))
+            }
+        }
     };
 }
 
@@ -81,39 +201,46 @@ publish_error!(PublishTimeoutError {
 const CLOSED: &str = "the bus is closed; the message was not published and is handed back";
 const WOULD_DEADLOCK: &str = "a handler's publish would wait forever: a `Block` subscriber of \
      this topic has a full mailbox and waits (directly or through other handlers) for this \
-     handler's own subscription; the message was not published and is handed back";
+     handler's own subscription, or an inline handler published to a topic whose inline \
+     handlers its thread is running; the message was not published and is handed back";
+const REJECTED: &str = "; the message was not published and is handed back";
 
 impl<T> fmt::Display for PublishError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PublishError::Closed(_) => CLOSED,
-            PublishError::WouldDeadlock(_) => WOULD_DEADLOCK,
-        })
+        match self {
+            PublishError::Closed(_) => f.write_str(CLOSED),
+            PublishError::WouldDeadlock(_) => f.write_str(WOULD_DEADLOCK),
+            PublishError::Rejected { rejection, .. } => write!(f, "{rejection}{REJECTED}"),
+        }
     }
 }
 
 impl<T> fmt::Display for TryPublishError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TryPublishError::Full(_) => {
+        match self {
+            TryPublishError::Full(_) => f.write_str(
                 "a `Block` subscriber's mailbox is full (or another publisher of the topic waits \
-                 for room); the message was not published and is handed back"
-            }
-            TryPublishError::Closed(_) => CLOSED,
-        })
+                 for room); the message was not published and is handed back",
+            ),
+            TryPublishError::Closed(_) => f.write_str(CLOSED),
+            TryPublishError::Rejected { rejection, .. } => write!(f, "{rejection}{REJECTED}"),
+        }
     }
 }
 
 impl<T> fmt::Display for PublishTimeoutError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PublishTimeoutError::Timeout(_) => {
+        match self {
+            PublishTimeoutError::Timeout(_) => f.write_str(
                 "the publish timed out waiting for the topic's turn or for room in a `Block` \
-                 subscriber's mailbox; the message was not published and is handed back"
+                 subscriber's mailbox; the message was not published and is handed back",
+            ),
+            PublishTimeoutError::Closed(_) => f.write_str(CLOSED),
+            PublishTimeoutError::WouldDeadlock(_) => f.write_str(WOULD_DEADLOCK),
+            PublishTimeoutError::Rejected { rejection, .. } => {
+                write!(f, "{rejection}{REJECTED}")
             }
-            PublishTimeoutError::Closed(_) => CLOSED,
-            PublishTimeoutError::WouldDeadlock(_) => WOULD_DEADLOCK,
-        })
+        }
     }
 }
 
@@ -122,6 +249,9 @@ impl<T> From<PublishError<T>> for PublishTimeoutError<T> {
         match error {
             PublishError::Closed(message) => PublishTimeoutError::Closed(message),
             PublishError::WouldDeadlock(message) => PublishTimeoutError::WouldDeadlock(message),
+            PublishError::Rejected { message, rejection } => {
+                PublishTimeoutError::Rejected { message, rejection }
+            }
         }
     }
 }
@@ -219,6 +349,18 @@ pub enum SubscribeError {
         /// The topic's name.
         topic: &'static str,
     },
+    /// An option an inline subscriber ([`Bus::subscribe_inline`](crate::Bus::subscribe_inline))
+    /// cannot take: it has no mailbox (so no capacity nor overflow policy), no worker (so no
+    /// group nor key), no retries (its refusal is the publisher's to handle), and it runs at
+    /// the publish (so it starts now).
+    Inline {
+        /// The subscriber's name.
+        name: String,
+        /// The topic's name.
+        topic: &'static str,
+        /// The option, and why not.
+        why: &'static str,
+    },
     /// The operating system would not start the worker thread.
     Spawn {
         /// The subscriber's name.
@@ -302,6 +444,9 @@ impl fmt::Display for SubscribeError {
                  use `DropOldest` (a subscription that falls behind loses what the log trims, \
                  counted as dropped) or `Block` (publishers wait for it)"
             ),
+            SubscribeError::Inline { name, topic, why } => {
+                write!(f, "inline subscriber `{name}` of `{topic}`: {why}")
+            }
             SubscribeError::Spawn { name, source } => {
                 write!(
                     f,
@@ -326,7 +471,8 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::Pattern { .. }
             | SubscribeError::Closed { .. }
             | SubscribeError::NoLog { .. }
-            | SubscribeError::DropNewestOnLog { .. } => None,
+            | SubscribeError::DropNewestOnLog { .. }
+            | SubscribeError::Inline { .. } => None,
             #[cfg(feature = "tokio")]
             SubscribeError::NoRuntime { .. } => None,
         }

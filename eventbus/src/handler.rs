@@ -49,6 +49,11 @@ impl Failure {
     pub(crate) fn as_error(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
         self.error.as_deref()
     }
+
+    /// Its text and error, apart.
+    pub(crate) fn into_parts(self) -> (String, Option<Arc<dyn Error + Send + Sync + 'static>>) {
+        (self.text, self.error)
+    }
 }
 
 impl fmt::Debug for Failure {

@@ -588,7 +588,7 @@ pub use bus::subscription::Subscription;
 pub use bus::Bus;
 pub use dead_letter::DeadLetter;
 pub use error::{
-    MissingState, PublishError, PublishTimeoutError, RedeliverError, SubscribeError,
+    MissingState, PublishError, PublishTimeoutError, RedeliverError, Rejection, SubscribeError,
     TryPublishError,
 };
 pub use eventbus_macros::{observer, subscriber, Topic};

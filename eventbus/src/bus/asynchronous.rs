@@ -25,7 +25,6 @@ use crate::stats::CloseReport;
 use crate::stats::Counters;
 use crate::stats::SubscriptionStats;
 use crate::topic::Topic;
-use crate::topics::state::Refused;
 use crate::worker::Source;
 
 impl Bus {
@@ -232,10 +231,7 @@ impl Bus {
         self.engine
             .publish_async(message, None)
             .await
-            .map_err(|(message, refused)| match refused {
-                Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
-                Refused::Closed | Refused::Timeout | Refused::Full => PublishError::Closed(message),
-            })
+            .map_err(crate::bus::publish_error)
     }
 
     /// Publishes like [`publish_async`](Bus::publish_async), giving up after `timeout`: the
@@ -292,11 +288,7 @@ impl Bus {
         self.engine
             .publish_async(message, Some(deadline))
             .await
-            .map_err(|(message, refused)| match refused {
-                Refused::Closed => PublishTimeoutError::Closed(message),
-                Refused::WouldDeadlock => PublishTimeoutError::WouldDeadlock(message),
-                Refused::Timeout | Refused::Full => PublishTimeoutError::Timeout(message),
-            })
+            .map_err(crate::bus::timeout_error)
     }
 
     /// A subscription of `T` as a [`Stream`] of its messages: the application pulls them.

@@ -176,10 +176,7 @@ impl Bus {
         };
         self.engine
             .publish(message, Wait::Forever)
-            .map_err(|(message, refused)| match refused {
-                Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
-                Refused::Closed | Refused::Timeout | Refused::Full => PublishError::Closed(message),
-            })
+            .map_err(publish_error)
     }
 
     /// `publish` on a tokio runtime's thread: it must not stop the bus's own tasks by
@@ -196,25 +193,15 @@ impl Bus {
         let message = match self.engine.publish(message, Wait::Never) {
             Ok(seq) => return Ok(seq),
             Err((message, Refused::Full)) => message,
-            Err((message, Refused::WouldDeadlock)) => {
-                return Err(PublishError::WouldDeadlock(message))
-            }
-            Err((message, Refused::Closed | Refused::Timeout)) => {
-                return Err(PublishError::Closed(message))
-            }
+            Err(refused) => return Err(publish_error(refused)),
         };
         if flavor == tokio::runtime::RuntimeFlavor::CurrentThread {
             return Err(PublishError::WouldDeadlock(message));
         }
         tokio::task::block_in_place(|| {
-            self.engine.publish(message, Wait::Forever).map_err(
-                |(message, refused)| match refused {
-                    Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
-                    Refused::Closed | Refused::Timeout | Refused::Full => {
-                        PublishError::Closed(message)
-                    }
-                },
-            )
+            self.engine
+                .publish(message, Wait::Forever)
+                .map_err(publish_error)
         })
     }
 
@@ -257,6 +244,7 @@ impl Bus {
             .publish(message, Wait::Never)
             .map_err(|(message, refused)| match refused {
                 Refused::Closed => TryPublishError::Closed(message),
+                Refused::Rejected(rejection) => TryPublishError::Rejected { message, rejection },
                 Refused::Full | Refused::Timeout | Refused::WouldDeadlock => {
                     TryPublishError::Full(message)
                 }
@@ -280,13 +268,7 @@ impl Bus {
         timeout: Duration,
     ) -> Result<u64, PublishTimeoutError<T>> {
         let wait = Wait::Until(deadline_after(timeout));
-        self.engine
-            .publish(message, wait)
-            .map_err(|(message, refused)| match refused {
-                Refused::Closed => PublishTimeoutError::Closed(message),
-                Refused::WouldDeadlock => PublishTimeoutError::WouldDeadlock(message),
-                Refused::Timeout | Refused::Full => PublishTimeoutError::Timeout(message),
-            })
+        self.engine.publish(message, wait).map_err(timeout_error)
     }
 
     /// Starts a subscription of `T` with a handler of its own.
@@ -346,6 +328,107 @@ impl Bus {
         let core = self
             .engine
             .subscribe(options, move |message: &Message<T>| handler.call(message))?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts an inline subscriber of `T`: `handler` runs on the publisher's thread, inside
+    /// every publish of `T` (`publish`, `try_publish`, `publish_timeout`, `publish_async`),
+    /// after the message is numbered and before any mailbox, log or observer gets it. The
+    /// handler is `FnMut(&Message<T>) -> R` where `R` is `()` or `Result<(), E>` with
+    /// `E: Display`, as for [`subscribe`](Bus::subscribe).
+    ///
+    /// It is the synchronous bus inside the application: validation, invariants, an outbox
+    /// row written in the caller's database transaction. An `Err` or a panic **rejects the
+    /// publish whole**: no one gets the message, its seq is not used (the next accepted
+    /// message takes it), and the publisher gets [`PublishError::Rejected`] (or
+    /// [`TryPublishError::Rejected`], [`PublishTimeoutError::Rejected`]) with the message
+    /// back and the handler's error (its `source()`). Several inline subscribers of a topic
+    /// run in the order they subscribed; the first refusal stops the rest. The subscription's
+    /// stats count `received`, `delivered` and `failed`.
+    ///
+    /// The handler sees the topic's one order: while it runs, the topic's other publishers
+    /// wait (and with a log, its readers keep reading). It may publish to other topics (a
+    /// synchronous cascade); a publish to its own topic, or to one whose inline handlers its
+    /// thread is running further up the cascade, would wait for itself and is refused with
+    /// `WouldDeadlock`. A handler that keeps a clone of a message it refuses makes the publish
+    /// panic: that message cannot be handed back.
+    ///
+    /// An inline subscriber has no mailbox, worker, retries or start: options that set them
+    /// are refused ([`SubscribeError::Inline`]). A filter is asked first, as for any
+    /// subscriber. Which to pick: an inline subscriber when the publisher must know the
+    /// outcome (and can wait for it); a mailbox subscriber (the default) when it must not.
+    ///
+    /// # Panics
+    ///
+    /// If the options are refused or the bus is closed: see
+    /// [`try_subscribe_inline`](Bus::try_subscribe_inline).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, PublishError, Topic};
+    ///
+    /// #[derive(Topic, Debug, PartialEq)]
+    /// struct Transfer { cents: i64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// bus.subscribe_inline::<Transfer>(
+    ///     Options::default().name("limits"),
+    ///     |m: &Message<Transfer>| -> Result<(), String> {
+    ///         if m.cents > 10_000 {
+    ///             return Err(format!("{} cents is over the limit", m.cents));
+    ///         }
+    ///         Ok(())
+    ///     },
+    /// );
+    /// assert_eq!(bus.publish(Transfer { cents: 500 }), Ok(0));
+    /// let refused = bus.publish(Transfer { cents: 50_000 }).unwrap_err();
+    /// assert!(refused.to_string().contains("50000 cents is over the limit"));
+    /// assert!(matches!(refused, PublishError::Rejected { .. }));
+    /// assert_eq!(refused.into_inner(), Transfer { cents: 50_000 });
+    /// // The refused message used no seq.
+    /// assert_eq!(bus.publish(Transfer { cents: 700 }), Ok(1));
+    /// ```
+    pub fn subscribe_inline<T: Topic>(
+        &self,
+        options: Options,
+        handler: impl Handler<T>,
+    ) -> Subscription {
+        self.try_subscribe_inline(options, handler)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Starts an inline subscriber like [`subscribe_inline`](Bus::subscribe_inline), saying
+    /// why it cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::Inline`] for `workers`, `key`, a capacity or overflow policy,
+    /// `retries` or a start; [`SubscribeError::Filter`] for a filter of another topic;
+    /// [`SubscribeError::Closed`] once the bus is closing.
+    pub fn try_subscribe_inline<T: Topic>(
+        &self,
+        options: Options,
+        mut handler: impl Handler<T>,
+    ) -> Result<Subscription, SubscribeError> {
+        let handler = Box::new(move |message: &Message<T>| handler.call(message));
+        let core = self.engine.subscribe_inline(options, handler)?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts a registered `#[subscriber(inline)]`, whose handler also gets the bus.
+    pub(crate) fn subscribe_registered_inline<T, H>(
+        &self,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        T: Topic,
+        H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
+    {
+        let bus = self.worker_handle();
+        let handler = Box::new(move |message: &Message<T>| handler(message, &bus));
+        let core = self.engine.subscribe_inline(options, handler)?;
         Ok(Subscription::new(Arc::clone(&self.engine), core))
     }
 
@@ -671,5 +754,24 @@ impl fmt::Debug for Bus {
             .field("open", &self.engine.lifecycle.is_open())
             .field("keeps_open", &self.owner.is_some())
             .finish()
+    }
+}
+
+/// What a publish's refusal is to `publish` and `publish_async`.
+pub(crate) fn publish_error<T>((message, refused): (T, Refused)) -> PublishError<T> {
+    match refused {
+        Refused::WouldDeadlock => PublishError::WouldDeadlock(message),
+        Refused::Rejected(rejection) => PublishError::Rejected { message, rejection },
+        Refused::Closed | Refused::Timeout | Refused::Full => PublishError::Closed(message),
+    }
+}
+
+/// What a publish's refusal is to `publish_timeout` and `publish_timeout_async`.
+pub(crate) fn timeout_error<T>((message, refused): (T, Refused)) -> PublishTimeoutError<T> {
+    match refused {
+        Refused::Closed => PublishTimeoutError::Closed(message),
+        Refused::WouldDeadlock => PublishTimeoutError::WouldDeadlock(message),
+        Refused::Rejected(rejection) => PublishTimeoutError::Rejected { message, rejection },
+        Refused::Timeout | Refused::Full => PublishTimeoutError::Timeout(message),
     }
 }

@@ -56,6 +56,9 @@ pub(crate) enum Consumer {
     /// The application itself (a stream): a close waits until it has taken everything
     /// accepted, not for it to go away.
     Caller,
+    /// The publishers, who run an inline subscriber's handler inside each publish
+    /// (`inline.rs`): nothing is queued, so there is nothing to wait for.
+    Publisher,
 }
 
 /// What a subscription's publishers, worker and bus share.

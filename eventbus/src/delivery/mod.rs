@@ -3,6 +3,7 @@
 //! - `mailbox.rs`: a bounded mailbox per subscription, with its overflow policy;
 //! - `log/`: a topic's shared log, read by each subscription at a position of its own;
 //! - `group.rs`: a consumer group, one subscription over several workers;
+//! - `inline.rs`: an inline subscriber, whose handler runs inside the publish: no mailbox;
 //! - `observer.rs`: a subscriber of every topic whose name matches a pattern.
 //!
 //! `core.rs` is what every kind shares with the worker, the lifecycle and the engine: one
@@ -10,6 +11,7 @@
 
 pub(crate) mod core;
 pub(crate) mod group;
+pub(crate) mod inline;
 pub(crate) mod log;
 pub(crate) mod mailbox;
 pub(crate) mod observer;

@@ -15,7 +15,7 @@ use crate::options::Options;
 use crate::topic::Topic;
 use crate::worker::{self, Context, Source};
 
-use super::{is_group, subscription_name, typed, Engine, Entry};
+use super::{subscription_name, typed, Engine, Entry};
 
 /// Starts one worker of a group on its source (its mailbox, or the one its group shares),
 /// with its own core; called once per worker.
@@ -57,7 +57,7 @@ impl Engine {
         F: Fn(Message<T>) -> A + Send + Sync + 'static,
         A: std::future::Future<Output = Result<(), crate::handler::Failure>> + Send + 'static,
     {
-        if !is_group(&options) {
+        if !super::is_group(&options) {
             return self.subscribe_task(options, handler);
         }
         let Some(runtime) = self.runtime.get().cloned() else {

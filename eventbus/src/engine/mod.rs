@@ -14,7 +14,8 @@
 //! | 1 | `Engine::observers` | `engine` | a topic is made with its observers; an observer joins or leaves | 3, 6 (a log topic's leave), 9 (a generic topic's name) |
 //! | 2 | `Engine::subscriptions` | `engine` | the list is read or edited | — |
 //! | 3 | a topic's `edit` | `topics/state.rs` | its subscriber or observer list is swapped | — |
-//! | 4 | a topic's order lock | `topics/state.rs` | one message is numbered and handed out, or its publisher waits for room (through `deadlock::lock_order`) | 5, 6, 8, channel locks |
+//! | 4 | a topic's order lock | `topics/state.rs` | one message is numbered and handed out, or its publisher waits for room (through `deadlock::lock_order`) | 4a, 5, 6, 8, channel locks |
+//! | 4a | an inline subscriber's handler | `delivery/inline.rs` | its handler runs, inside a publish | any: user code, which may publish to other topics (a publish to a topic whose handlers the thread runs is refused, never waited for) |
 //! | 5 | an observer's turn | `delivery/observer.rs` | a publisher holding 4 hands out to it (turns in the order the observers were added); an all-or-nothing publish to a log topic holds them through its append | 6, 8, channel locks |
 //! | 6 | a log's ring | `delivery/log/` | an append (under 4), a reader's move, a join, a leave | 8 |
 //! | 7 | the lifecycle's `looking` or `changed_lock`, then `running` | `lifecycle.rs` | a drain look (order locks only with `try_lock`); a wait for a change, whose `done` may look at the wait graph (an unsubscribe's) | 8 |
@@ -26,6 +27,7 @@
 
 mod close;
 mod group;
+mod inline;
 mod observer;
 mod publish;
 mod redeliver;
@@ -209,10 +211,13 @@ impl Engine {
         }
     }
 
-    /// Whether the caller is one of this bus's workers, or a dead-letter hook: neither can
-    /// wait for a close, which waits for them.
+    /// Whether the caller is one of this bus's workers, a dead-letter hook or an inline handler:
+    /// none can wait for a close, which waits for them (or, for an inline handler, for the
+    /// publish it runs in).
     pub(crate) fn inside(&self) -> bool {
-        worker::current(self.id).is_some() || crate::dead_letter::in_hook()
+        worker::current(self.id).is_some()
+            || crate::dead_letter::in_hook()
+            || crate::delivery::inline::inside()
     }
 
     /// Every subscription not unsubscribed, then every unsubscribed one still running.

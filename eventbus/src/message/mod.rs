@@ -92,6 +92,15 @@ impl<T> Message<T> {
         self.shared
     }
 
+    /// The published value, if this is the message's only reference (a message an inline
+    /// subscriber refused, going back to its publisher); else the message back.
+    pub(crate) fn try_into_payload(self) -> Result<T, Message<T>> {
+        match self.shared.try_unwrap() {
+            Ok(envelope) => Ok(envelope.payload),
+            Err(shared) => Err(Message { shared }),
+        }
+    }
+
     /// Another handle on the message that is not counted: never dropped, so it lets go of
     /// nothing (see `Shared::alias`).
     ///

@@ -394,6 +394,29 @@ impl<T> Shared<T> {
             _owns: PhantomData,
         }
     }
+
+    /// The value, if this is its only reference; else this reference back.
+    ///
+    /// For a message an inline subscriber refused (`delivery/inline.rs`): its payload goes
+    /// back to the publisher.
+    pub(crate) fn try_unwrap(self) -> Result<T, Self> {
+        // SAFETY: this reference is counted, so the allocation is still there.
+        let refs = unsafe { &self.counted.as_ref().refs };
+        // Acquire: as in `Pool::take_back`, every other reference's uses happened before its
+        // release. A count of one is this reference alone, and no other can appear meanwhile
+        // (a new one is made only from one held, or from an alias a counted one keeps).
+        if refs.load(Acquire) != 1 {
+            return Err(self);
+        }
+        let counted = self.counted;
+        std::mem::forget(self);
+        // SAFETY: the only reference was this one, now forgotten: this thread has the block to
+        // itself, and its value is taken out once, never read again.
+        let value = unsafe { ManuallyDrop::take(&mut (*counted.as_ptr()).value) };
+        // SAFETY: as above; the value is out, so the block goes back (or is freed) without it.
+        unsafe { recycle(counted) };
+        Ok(value)
+    }
 }
 
 impl<T> Deref for Shared<T> {
@@ -462,6 +485,35 @@ mod tests {
         // Asking for none still makes one, which is let go of.
         drop(shared(Tally(Arc::clone(&drops), 3), 0));
         assert_eq!(drops.load(SeqCst), 3);
+    }
+
+    #[test]
+    fn the_only_reference_unwraps_and_its_block_goes_back_to_the_pool() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut pool = Pool::new();
+        let mut references = pool.shared(Tally(Arc::clone(&drops), 5), 2);
+        let (one, two) = (references.next().unwrap(), references.next().unwrap());
+        let one = match one.try_unwrap() {
+            Err(one) => one,
+            Ok(_) => panic!("two references: not unwrapped"),
+        };
+        drop(two);
+        let value = match one.try_unwrap() {
+            Ok(value) => value,
+            Err(_) => panic!("the only reference unwraps"),
+        };
+        assert_eq!(
+            (value.1, drops.load(SeqCst)),
+            (5, 0),
+            "taken out, not dropped"
+        );
+        drop(value);
+        assert_eq!(drops.load(SeqCst), 1);
+        assert_eq!(pool.spares(), 1, "the emptied block is a spare");
+        let reused = pool.shared(Tally(Arc::clone(&drops), 6), 1).next().unwrap();
+        assert_eq!(pool.spares(), 0);
+        drop(reused);
+        assert_eq!(drops.load(SeqCst), 2);
     }
 
     /// Panics in its `Drop`, with a payload that panics again when dropped.

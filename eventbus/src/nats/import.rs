@@ -237,12 +237,24 @@ impl Importer {
                 let _ = message.ack().await;
                 None
             }
+            // An inline subscriber refused it: it would refuse it again, so it is kept as a
+            // dead letter (its bytes and the refusal) and terminated, never sent again.
+            Err(crate::error::PublishError::Rejected { rejection, .. }) => {
+                let letter = DeadLetter::undecodable(
+                    self.topic,
+                    seq,
+                    Arc::clone(&self.subscriber),
+                    Failure::text(rejection),
+                    message.payload.to_vec(),
+                );
+                self.bus.record_dead_letter(letter);
+                self.expected = seq + 1;
+                let _ = message.ack_with(AckKind::Term).await;
+                None
+            }
             // The bus closed (or would deadlock, which a task outside the bus cannot cause):
             // not acked, so sent again to the next run.
-            Err(
-                crate::error::PublishError::Closed(_)
-                | crate::error::PublishError::WouldDeadlock(_),
-            ) => Some(Stop::Done),
+            Err(_) => Some(Stop::Done),
         }
     }
 }

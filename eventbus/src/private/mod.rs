@@ -69,6 +69,19 @@ where
     bus.subscribe_registered(options, handler)
 }
 
+/// Starts a registered `#[subscriber(inline)]`, whose handler also gets the bus.
+pub fn subscribe_registered_inline<T, H>(
+    bus: &Bus,
+    options: Options,
+    handler: H,
+) -> Result<Subscription, SubscribeError>
+where
+    T: Topic,
+    H: Fn(&Message<T>, &Bus) -> Result<(), Failure> + Send + Sync + 'static,
+{
+    bus.subscribe_registered_inline(options, handler)
+}
+
 /// Starts a registered observer, whose handler also gets the bus.
 pub fn observe_registered<H>(
     bus: &Bus,

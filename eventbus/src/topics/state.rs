@@ -29,9 +29,11 @@ use parking_lot::Mutex;
 
 use crate::deadlock::{self, NoLock, Patience, TopicWaits};
 use crate::delivery::core::SubscriptionCore;
+use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::log::{Log, NoRoom, RoomWait};
 use crate::delivery::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
 use crate::delivery::observer::{self, Entered, Inlet, NoTurn};
+use crate::error::Rejection;
 use crate::lifecycle::Lifecycle;
 use crate::message::shared::Pool;
 use crate::message::Envelope;
@@ -58,6 +60,9 @@ pub(crate) struct TopicState<T> {
     /// The observers whose pattern matches the topic's name (`observer.rs`), in the order
     /// they were added; copy-on-write, written under `edit` with `version` like `subscribers`.
     pub(super) observers: ArcSwap<Vec<Arc<Inlet>>>,
+    /// The inline subscribers (`delivery/inline.rs`), in the order they subscribed;
+    /// copy-on-write, written under `edit` with `version` like `subscribers`.
+    pub(super) inline: ArcSwap<Vec<Arc<Inline<T>>>>,
     /// Bumped after each change to `subscribers`, so a publish can keep using the list it
     /// had without loading the snapshot again; written under `edit`.
     pub(super) version: AtomicU64,
@@ -66,7 +71,7 @@ pub(crate) struct TopicState<T> {
     /// under it, with a plain load and store (a read-modify-write costs a publish ~5 ns).
     /// See `numbering.rs`.
     pub(super) numbering: Arc<Numbering>,
-    /// The length of `subscribers` and `observers`, readable without loading the lists;
+    /// The length of `subscribers`, `observers` and `inline`, readable without loading the lists;
     /// written under `edit`.
     pub(super) count: AtomicUsize,
     /// Serialises changes to the subscriber list (never held by a publish).
@@ -86,6 +91,7 @@ pub(crate) struct TopicState<T> {
 pub(crate) struct Order<T> {
     subscribers: Arc<Subscribers<T>>,
     observers: Arc<Vec<Arc<Inlet>>>,
+    inline: Arc<Vec<Arc<Inline<T>>>>,
     version: u64,
     /// The blocks this topic's messages are made in (see `message/shared.rs`).
     pool: Pool<Envelope<T>>,
@@ -132,6 +138,8 @@ pub(crate) enum Refused {
     /// A `Block` mailbox had no room, or the topic's turn was held by a publisher waiting
     /// for room.
     Full,
+    /// An inline subscriber refused the message (`delivery/inline.rs`).
+    Rejected(Rejection),
 }
 
 impl<T: Topic> TopicState<T> {
@@ -141,12 +149,14 @@ impl<T: Topic> TopicState<T> {
             order: Arc::new(Mutex::new(Order {
                 subscribers: Arc::new(Subscribers::new()),
                 observers: Arc::new(Vec::new()),
+                inline: Arc::new(Vec::new()),
                 version: 0,
                 pool: Pool::new(),
             })),
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
             observers: ArcSwap::from_pointee(Vec::new()),
+            inline: ArcSwap::from_pointee(Vec::new()),
             numbering: Arc::new(Numbering::new(T::name(), T::retention().is_some())),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
@@ -232,8 +242,9 @@ impl<T: Topic> TopicState<T> {
             let _turn = TurnOver(self);
             // Lock order: row 4, tried; rows 5, 6, 8 and channel locks inside; see engine/mod.rs.
             if let Some(mut order) = self.order.try_lock() {
-                if lifecycle.is_open() {
-                    let order = self.current(&mut order);
+                let order = self.current(&mut order);
+                // Inline handlers: the full way, out of line.
+                if lifecycle.is_open() && order.inline.is_empty() {
                     let how = Publishing {
                         wait,
                         lifecycle,
@@ -242,7 +253,7 @@ impl<T: Topic> TopicState<T> {
                     if let Some(log) = &self.log {
                         let (observers, pool) = (&order.observers, &mut order.pool);
                         let entered = std::iter::empty();
-                        return self.log_out(log, observers, pool, payload, how, entered);
+                        return self.log_out(log, observers, pool, payload, how, entered, None);
                     }
                     let (subscribers, observers) = (&order.subscribers, &order.observers);
                     let (pool, entered) = (&mut order.pool, std::iter::empty());
@@ -277,7 +288,7 @@ impl<T: Topic> TopicState<T> {
             return Err(payload);
         }
         let order = self.current(&mut order);
-        if !order.observers.is_empty() || order.subscribers.may_wait() {
+        if !order.observers.is_empty() || !order.inline.is_empty() || order.subscribers.may_wait() {
             return Err(payload);
         }
         let how = Publishing {
@@ -305,6 +316,11 @@ impl<T: Topic> TopicState<T> {
             Wait::Until(deadline) => Patience::Until(deadline),
             Wait::Never => Patience::WhileMoving,
         };
+        // An inline handler of this topic (or one up its cascade) publishing: the order lock
+        // is its own thread's.
+        if inline::running(self.order_address()) {
+            return Err((payload, Refused::WouldDeadlock));
+        }
         // Declared before the guard, so dropped after it: tasks waiting for the turn hear.
         #[cfg(feature = "tokio")]
         let _turn = TurnOver(self);
@@ -363,8 +379,9 @@ impl<T: Topic> TopicState<T> {
             publisher,
         };
         if let Some(log) = &self.log {
-            let pool = &mut order.pool;
-            return self.log_out(log, observers, pool, payload, how, entered);
+            let (pool, inline) = (&mut order.pool, &order.inline);
+            let inline = (!inline.is_empty()).then_some(&inline[..]);
+            return self.log_out(log, observers, pool, payload, how, entered, inline);
         }
         // Checked before numbering, so a refused message leaves no trace. Only this thread
         // adds to these mailboxes while it holds the order lock, so a mailbox with room now
@@ -406,6 +423,18 @@ impl<T: Topic> TopicState<T> {
                 }
             }
         }
+        if !order.inline.is_empty() {
+            let (inline, pool) = (&order.inline, &mut order.pool);
+            return self.hand_out_inline(
+                subscribers,
+                observers,
+                inline,
+                pool,
+                payload,
+                entered,
+                how,
+            );
+        }
         let (subscribers, observers) = (&order.subscribers, &order.observers);
         Ok(self.hand_out(
             subscribers,
@@ -417,9 +446,65 @@ impl<T: Topic> TopicState<T> {
         ))
     }
 
+    /// The order lock's address: which topic a thread running inline handlers holds.
+    fn order_address(&self) -> usize {
+        Arc::as_ptr(&self.order) as *const () as usize
+    }
+
+    /// Numbers `payload`, runs the inline handlers on it, and if none refuses it hands it to
+    /// every mailbox and observer (those `entered` already have room for it); its seq. Called
+    /// under the order lock, once the bus accepted it and room for it was found.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn hand_out_inline<'a>(
+        &self,
+        subscribers: &Subscribers<T>,
+        observers: &[Arc<Inlet>],
+        inline: &[Arc<Inline<T>>],
+        pool: &mut Pool<Envelope<T>>,
+        payload: T,
+        entered: impl IntoIterator<Item = Entered<'a>>,
+        how: Publishing<'_>,
+    ) -> Result<u64, (T, Refused)> {
+        let seq = self.numbering.next();
+        // One reference for the handlers, besides the mailboxes' and observers': whatever a
+        // handler keeps of it, the others are handed out as they were made.
+        let count = 1 + subscribers.len() + usize::from(!observers.is_empty());
+        let mut references = pool
+            .shared(Envelope::new(seq, self.name, payload), count)
+            .map(Message::new);
+        let Some(lent) = references.next() else {
+            unreachable!("`shared` hands out at least one reference")
+        };
+        if let Said::Rejected(rejection) = inline::run(inline, &lent, self.order_address()) {
+            drop(references);
+            return match lent.try_into_payload() {
+                Ok(payload) => Err((payload, Refused::Rejected(rejection))),
+                Err(kept) => {
+                    // Its seq is used: a message with it is out there.
+                    let _ = self.numbering.take();
+                    inline::kept(&rejection, kept)
+                }
+            };
+        }
+        let taken = self.numbering.take();
+        debug_assert_eq!(taken, seq, "numbered under the order lock only");
+        let stop = how.lifecycle.stop_signal();
+        self.deliver(
+            subscribers,
+            observers,
+            references,
+            entered,
+            how.publisher,
+            stop,
+        );
+        Ok(seq)
+    }
+
     /// Appends `payload` to the log and hands it to the observers (those `entered` already
     /// have room for it); its seq. Called under the order lock, once the bus accepted it.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn log_out<'a>(
         &self,
         log: &Log<T>,
@@ -428,10 +513,12 @@ impl<T: Topic> TopicState<T> {
         payload: T,
         how: Publishing<'_>,
         entered: impl IntoIterator<Item = Entered<'a>>,
+        inline: Option<&[Arc<Inline<T>>]>,
     ) -> Result<u64, (T, Refused)> {
         let seq = self.numbering.next();
         let share = !observers.is_empty();
-        let appended = self.append(log, pool, payload, how, share)?;
+        let inline = inline.map(|inline| (inline, self.order_address()));
+        let appended = self.append(log, pool, payload, how, share, inline)?;
         if let Some(message) = appended {
             let stop = how.lifecycle.stop_signal();
             self.to_observers(observers, entered, message, how.publisher, stop);
@@ -446,6 +533,7 @@ impl<T: Topic> TopicState<T> {
         if order.version != version {
             order.subscribers = self.subscribers.load_full();
             order.observers = self.observers.load_full();
+            order.inline = self.inline.load_full();
             order.version = version;
         }
         order
@@ -477,9 +565,25 @@ impl<T: Topic> TopicState<T> {
         // One reference per mailbox, made at once (see `message/shared.rs`), and one the observers
         // share.
         let count = subscribers.len() + usize::from(!observers.is_empty());
-        let mut references = pool
+        let references = pool
             .shared(Envelope::new(seq, self.name, payload), count)
             .map(Message::new);
+        self.deliver(subscribers, observers, references, entered, publisher, stop);
+        seq
+    }
+
+    /// Hands one of `references` to each mailbox and the next to the observers (those
+    /// `entered` already have room for it).
+    #[inline(always)]
+    fn deliver<'a>(
+        &self,
+        subscribers: &Subscribers<T>,
+        observers: &[Arc<Inlet>],
+        mut references: impl Iterator<Item = Message<T>>,
+        entered: impl IntoIterator<Item = Entered<'a>>,
+        publisher: Option<&Arc<SubscriptionCore>>,
+        stop: &crossbeam_channel::Receiver<()>,
+    ) {
         // Loops over the chunks, not `iter()`'s flattened iterator: that costs a publish more.
         for chunk in &subscribers.chunks {
             for (outbox, message) in chunk.iter().zip(&mut references) {
@@ -490,7 +594,6 @@ impl<T: Topic> TopicState<T> {
         if let Some(message) = references.next() {
             self.to_observers(observers, entered, message, publisher, stop);
         }
-        seq
     }
 
     /// Offers a numbered message to the topic's observers, in their order, taking the turn of
@@ -541,6 +644,7 @@ impl<T: Topic> TopicState<T> {
         payload: T,
         how: Publishing<'_>,
         share: bool,
+        inline: Option<(&[Arc<Inline<T>>], usize)>,
     ) -> Result<Option<Message<T>>, (T, Refused)> {
         let Publishing {
             wait,
@@ -560,7 +664,7 @@ impl<T: Topic> TopicState<T> {
             waits: &self.waits,
             publisher: node,
         };
-        let appended = log.append(pool, seq, payload, room, share);
+        let appended = log.append(pool, seq, payload, room, share, inline);
         match appended {
             Ok(shared) => {
                 let taken = self.numbering.take();
@@ -571,6 +675,9 @@ impl<T: Topic> TopicState<T> {
             Err((payload, NoRoom::Timeout)) => Err((payload, Refused::Timeout)),
             Err((payload, NoRoom::Stopped)) => Err((payload, Refused::Closed)),
             Err((payload, NoRoom::WouldDeadlock)) => Err((payload, Refused::WouldDeadlock)),
+            Err((payload, NoRoom::Rejected(rejection))) => {
+                Err((payload, Refused::Rejected(rejection)))
+            }
         }
     }
 
@@ -667,9 +774,23 @@ impl<T: Topic> TopicState<T> {
         // Lock order: row 3 (`edit`), nothing else held; see engine/mod.rs.
         let _edit = self.edit.lock();
         let next = self.subscribers.load().with(outboxes);
-        self.count
-            .store(next.len() + self.observers.load().len(), SeqCst);
+        let others = self.observers.load().len() + self.inline.load().len();
+        self.count.store(next.len() + others, SeqCst);
         self.subscribers.store(Arc::new(next));
+        self.version.fetch_add(1, Release);
+    }
+
+    /// Adds an inline subscriber, after those already there.
+    pub(crate) fn add_inline(&self, inline: Arc<Inline<T>>) {
+        // Before it is on the list, as in `add_all`.
+        self.numbering.heard();
+        // Lock order: row 3 (`edit`), nothing else held; see engine/mod.rs.
+        let _edit = self.edit.lock();
+        let mut next = Vec::clone(&self.inline.load());
+        next.push(inline);
+        let others = self.subscribers.load().len() + self.observers.load().len();
+        self.count.store(next.len() + others, SeqCst);
+        self.inline.store(Arc::new(next));
         self.version.fetch_add(1, Release);
     }
 }
@@ -739,8 +860,8 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         let _edit = self.edit.lock();
         let mut next = Vec::clone(&self.observers.load());
         next.push(observer);
-        self.count
-            .store(next.len() + self.subscribers.load().len(), SeqCst);
+        let others = self.subscribers.load().len() + self.inline.load().len();
+        self.count.store(next.len() + others, SeqCst);
         self.observers.store(Arc::new(next));
         self.version.fetch_add(1, Release);
     }
@@ -761,9 +882,18 @@ impl<T: Topic> AnyTopic for TopicState<T> {
             .filter(|inlet| !mailboxes.contains(&inlet.id()))
             .cloned()
             .collect();
-        self.count.store(next.len() + observers.len(), SeqCst);
+        let inline: Vec<_> = self
+            .inline
+            .load()
+            .iter()
+            .filter(|entry| !mailboxes.contains(&entry.core.id))
+            .cloned()
+            .collect();
+        self.count
+            .store(next.len() + observers.len() + inline.len(), SeqCst);
         self.subscribers.store(Arc::new(next));
         self.observers.store(Arc::new(observers));
+        self.inline.store(Arc::new(inline));
         self.version.fetch_add(1, Release);
     }
 
@@ -776,6 +906,7 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         self.count.store(0, SeqCst);
         self.subscribers.store(Arc::new(Subscribers::new()));
         self.observers.store(Arc::new(Vec::new()));
+        self.inline.store(Arc::new(Vec::new()));
         self.version.fetch_add(1, Release);
     }
 }

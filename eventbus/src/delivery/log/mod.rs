@@ -90,7 +90,9 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::deadlock::{self, TopicWaits, WaitNode};
 use crate::delivery::core::{Retire, SubscriptionCore};
+use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::log::slots::Slots;
+use crate::error::Rejection;
 use crate::message::shared::Pool;
 use crate::message::Message;
 use crate::message::{Envelope, Taken};
@@ -121,7 +123,7 @@ const RECHECK: Duration = Duration::from_millis(5);
 const BATCH: usize = 64;
 
 /// Why an append did not happen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NoRoom {
     /// A `Block` subscription was `capacity` behind, and the publish would not wait.
     Full,
@@ -131,6 +133,8 @@ pub(crate) enum NoRoom {
     Stopped,
     /// The publisher is a handler whose wait would lead back to itself.
     WouldDeadlock,
+    /// An inline subscriber refused the message (`delivery/inline.rs`).
+    Rejected(Rejection),
 }
 
 /// How an append may wait for room: until when (`None`: as long as it takes; `Some(None)`:
@@ -272,6 +276,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         payload: T,
         wait: RoomWait<'_>,
         share: bool,
+        inline: Option<(&[Arc<Inline<T>>], usize)>,
     ) -> Result<Option<Message<T>>, (T, NoRoom)> {
         let room_by = wait.by;
         // Lock order: row 6 (the ring), under row 4 (and row 5 turns for an all-or-nothing
@@ -298,6 +303,18 @@ impl<T: Send + Sync + 'static> Log<T> {
             Some(reference) => Message::new(reference),
             None => unreachable!("`shared` hands out at least one reference"),
         };
+        // The inline handlers, with the ring let go of (so that readers keep reading): the
+        // room found stays, since only this publisher, under the order lock, appends.
+        if let Some((inline, at)) = inline {
+            let said = MutexGuard::unlocked(&mut ring, || inline::run(inline, &message, at));
+            if let Said::Rejected(rejection) = said {
+                drop(ring);
+                return match message.try_into_payload() {
+                    Ok(payload) => Err((payload, NoRoom::Rejected(rejection))),
+                    Err(kept) => inline::kept(&rejection, kept),
+                };
+            }
+        }
         // Another share of it, for the topic's observers.
         let shared = share.then(|| message.clone());
         let now = Instant::now();
