@@ -12,10 +12,14 @@ use std::sync::Arc;
 pub enum PublishError<T> {
     /// The bus is closed (or closing, for publishers outside its handlers).
     Closed(T),
-    /// A handler published into a full `Block` mailbox whose worker waits, directly or
-    /// through other handlers, for the publishing handler itself: waiting could never end.
-    /// Also a publish from an inline subscriber's handler to a topic whose inline handlers
-    /// its thread is running (its own topic, or one further up the cascade).
+    /// Waiting could never end, so the publish did not wait:
+    /// - a handler published into a full `Block` mailbox whose worker waits, directly or
+    ///   through other handlers, for the publishing handler itself;
+    /// - a sync publish on a tokio `current_thread` runtime's thread found a full `Block`
+    ///   mailbox: waiting would stop the tasks that make room. Use
+    ///   `publish_async` there (feature `tokio`), or a multi-thread runtime;
+    /// - an inline subscriber's handler published to a topic whose inline handlers its
+    ///   thread is running (its own topic, or one further up the cascade).
     WouldDeadlock(T),
     /// An inline subscriber ([`Bus::subscribe_inline`](crate::Bus::subscribe_inline))
     /// refused the message: its handler returned an `Err` or panicked. Nothing got the
@@ -199,10 +203,13 @@ publish_error!(PublishTimeoutError {
 });
 
 const CLOSED: &str = "the bus is closed; the message was not published and is handed back";
-const WOULD_DEADLOCK: &str = "a handler's publish would wait forever: a `Block` subscriber of \
-     this topic has a full mailbox and waits (directly or through other handlers) for this \
-     handler's own subscription, or an inline handler published to a topic whose inline \
-     handlers its thread is running; the message was not published and is handed back";
+const WOULD_DEADLOCK: &str = "this publish would wait forever, so it was refused and the \
+     message is handed back. Either the caller runs on a tokio `current_thread` runtime, where \
+     waiting for room in a full `Block` mailbox would stop the very tasks that make room: use \
+     `publish_async` (or `try_publish`), or a multi-thread runtime; or a handler published to \
+     a topic whose `Block` subscriber has a full mailbox and waits, directly or through other \
+     handlers, for this handler's own subscription; or an inline handler published to a topic \
+     whose inline handlers its thread is running";
 const REJECTED: &str = "; the message was not published and is handed back";
 
 impl<T> fmt::Display for PublishError<T> {

@@ -181,6 +181,15 @@
 //! assert_eq!(bus.publish(Job(7)), Err(PublishError::Closed(Job(7))));
 //! ```
 //!
+//! **Durability.** An accepted publish is in memory only. `close` delivers everything
+//! accepted, but a crash (a kill, an abort, a power cut) loses what was queued: up to
+//! `capacity` messages per subscriber, and those in handlers at that moment. Dead letters
+//! and log topics are in memory too. A message that must survive the process is kept
+//! outside the bus: in the application's database (written by an inline subscriber in the
+//! caller's transaction, say), or through the NATS bridge (feature `nats`), whose broker
+//! stores exported topics on disk and delivers them at least once to the next run's
+//! importer.
+//!
 //! # 6. Stats
 //!
 //! [`Bus::stats`] counts, per topic and per subscription, what was received, queued (in the
@@ -316,6 +325,73 @@
 //! a multi-thread runtime they wait in `block_in_place`; on a `current_thread` runtime a
 //! `publish` that would wait is refused with `WouldDeadlock`, and `close` begins the close
 //! and returns. Use the async forms there.
+//!
+//! **With axum.** A [`Bus`] is `Clone` and goes into axum's state as it is. Import the
+//! bus's [`State`] under another name so both can be used: the macro accepts it under any
+//! name, a full path or a type alias. Shut down in the order that loses nothing: HTTP
+//! first, then the bus (`close_async`), then what the subscribers write through.
+//!
+//! ```
+//! # #[cfg(feature = "tokio")] {
+//! use axum::extract::State;                   // axum's
+//! use axum::{http::StatusCode, routing::post, Router};
+//! use eventbus::State as BusState;            // the bus's
+//! use eventbus::{subscriber, Bus, Topic};
+//! use std::sync::Mutex;
+//!
+//! #[derive(Topic, Debug)]
+//! pub struct OrderPlaced { pub id: u64 }
+//!
+//! #[derive(Default)]
+//! pub struct Db { rows: Mutex<Vec<u64>> }
+//!
+//! #[subscriber]
+//! async fn save_order(order: &OrderPlaced, db: BusState<Db>) {
+//!     db.rows.lock().unwrap().push(order.id);
+//! }
+//!
+//! async fn place(State(bus): State<Bus>, id: String) -> StatusCode {
+//!     let Ok(id) = id.parse() else { return StatusCode::BAD_REQUEST };
+//!     match bus.publish_async(OrderPlaced { id }).await {
+//!         Ok(_) => StatusCode::ACCEPTED,
+//!         Err(_) => StatusCode::SERVICE_UNAVAILABLE, // closing: the order is handed back
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let bus = Bus::builder().state(Db::default()).registered_in(module_path!()).build();
+//! let app: Router = Router::new().route("/orders", post(place)).with_state(bus.clone());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//! let address = listener.local_addr().unwrap();
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = tokio::spawn(async move {
+//!     axum::serve(listener, app)
+//!         .with_graceful_shutdown(async { stopped.await.ok(); })
+//!         .await
+//! });
+//! // A client: one POST over a plain socket.
+//! let answer = tokio::task::spawn_blocking(move || {
+//!     use std::io::{Read, Write};
+//!     let mut client = std::net::TcpStream::connect(address).unwrap();
+//!     let request = "POST /orders HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\
+//!                    Connection: close\r\n\r\n42";
+//!     client.write_all(request.as_bytes()).unwrap();
+//!     let mut answer = String::new();
+//!     client.read_to_string(&mut answer).unwrap();
+//!     answer
+//! })
+//! .await
+//! .unwrap();
+//! assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+//! stop.send(()).unwrap();
+//! server.await.unwrap().unwrap(); // HTTP stopped,
+//! bus.close_async().await;        // then the bus: every accepted order handled,
+//! assert_eq!(*bus.state::<Db>().unwrap().rows.lock().unwrap(), [42]); // then the store.
+//! # });
+//! # }
+//! ```
+//!
+//! `examples/orders-service` is a whole service of this shape with sqlx, and a test.
 //!
 //! # 9. Log topics and replay
 //!

@@ -419,7 +419,13 @@ fn sync_publish_on_a_current_thread_runtime_refuses_to_wait() {
         let seen = Seen::new();
         bus.subscribe_async(Options::default().capacity(1), recorder::<A>(&seen));
         assert_eq!(bus.publish(A(0)), Ok(0)); // room: published as anywhere
-        assert_eq!(bus.publish(A(1)), Err(PublishError::WouldDeadlock(A(1))));
+        let refused = bus.publish(A(1)).unwrap_err();
+        assert_eq!(refused, PublishError::WouldDeadlock(A(1)));
+        // The text tells an HTTP handler (not only a bus handler) what it can do instead.
+        let text = refused.to_string();
+        for advice in ["current_thread", "publish_async", "multi-thread runtime"] {
+            assert!(text.contains(advice), "{advice:?} missing from: {text}");
+        }
         bus.publish_async(A(1)).await.unwrap();
         bus.close_async().await;
         assert_eq!(seen.get(), [0, 1]);
