@@ -22,6 +22,7 @@ use crate::handler::{attempt, Failure};
 use crate::message::Message;
 use crate::options::filter::Verdict;
 use crate::stats::Counters;
+use crate::trace;
 
 /// An inline subscriber's handler.
 pub(crate) type InlineRun<T> = Box<dyn FnMut(&Message<T>) -> Result<(), Failure> + Send>;
@@ -170,6 +171,14 @@ pub(crate) fn run<T: 'static>(
         Counters::bump(&counters.taken);
         let outcome = {
             let _in = InHandler::of(entry.slot.id);
+            // A child of the publisher's own span: no link needed.
+            let _attempt = trace::attempt(
+                message.topic(),
+                message.seq(),
+                &entry.core.name,
+                1,
+                &trace::Cause::default(),
+            );
             attempt(|| run(message))
         };
         drop(handler);

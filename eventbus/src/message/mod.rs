@@ -8,6 +8,7 @@ use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
 use crate::message::shared::Shared;
+use crate::trace::Cause;
 
 /// A published message, as handed to subscribers.
 ///
@@ -42,14 +43,18 @@ pub struct Message<T> {
 pub(crate) struct Envelope<T> {
     seq: u64,
     topic: &'static str,
+    /// The span current where it was published (feature `tracing`; else nothing).
+    cause: Cause,
     payload: T,
 }
 
 impl<T> Envelope<T> {
+    /// Made where the message is published: it keeps the span current there.
     pub(crate) fn new(seq: u64, topic: &'static str, payload: T) -> Self {
         Envelope {
             seq,
             topic,
+            cause: Cause::current(),
             payload,
         }
     }
@@ -85,6 +90,11 @@ impl<T> Message<T> {
     /// The published value (also reachable through `Deref`).
     pub fn payload(&self) -> &T {
         &self.shared.payload
+    }
+
+    /// The span that was current where the message was published (feature `tracing`).
+    pub(crate) fn cause(&self) -> &Cause {
+        &self.shared.cause
     }
 
     /// The counted reference this message is.

@@ -13,6 +13,7 @@ use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
 use crate::message::Message;
 use crate::stats::Counters;
+use crate::trace;
 use crate::util::unwind::drop_quietly;
 
 /// A message handler as a task worker runs it: it owns its share of the message, so its
@@ -126,7 +127,15 @@ async fn deliver<T: Send + Sync + 'static>(
     loop {
         attempts = attempts.saturating_add(1);
         let share = message.clone();
-        let outcome = handler::attempt_async(|| handler.call(share)).await;
+        let outcome = trace::attempt_async(
+            message.topic(),
+            message.seq(),
+            &core.name,
+            attempts,
+            message.cause(),
+            handler::attempt_async(|| handler.call(share)),
+        )
+        .await;
         let failure = match outcome {
             Ok(()) => return delivered(core, message),
             Err(failure) => failure,

@@ -81,7 +81,13 @@ fn deliver<T: Send + Sync + 'static>(
     loop {
         attempts = attempts.saturating_add(1);
         let outcome = {
-            let _attempt = trace::attempt(message.topic(), message.seq(), &core.name, attempts);
+            let _attempt = trace::attempt(
+                message.topic(),
+                message.seq(),
+                &core.name,
+                attempts,
+                message.cause(),
+            );
             handler::attempt(|| handler(&message))
         };
         let failure = match outcome {
