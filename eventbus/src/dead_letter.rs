@@ -301,6 +301,13 @@ impl DeadLetterStore {
     }
 
     pub(crate) fn push(&self, letter: DeadLetter) {
+        // The discarded letter is dropped after the lock is let go of: its message's `Drop`
+        // is user code.
+        drop_quietly(self.push_keeping(letter));
+    }
+
+    /// Keeps `letter`, and hands back the oldest one if it was discarded to make room.
+    pub(crate) fn push_keeping(&self, letter: DeadLetter) -> Option<DeadLetter> {
         let error = letter.error.message();
         trace::dead_letter(
             letter.topic,
@@ -315,26 +322,21 @@ impl DeadLetterStore {
                 self.hook_skipped.fetch_add(1, Relaxed);
             }
         }
-        // The discarded letter is dropped after the lock is let go of: its message's `Drop`
-        // is user code.
-        let discarded = {
-            // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
-            let mut letters = self.letters.lock();
-            if self.capacity == 0 {
+        // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
+        let mut letters = self.letters.lock();
+        if self.capacity == 0 {
+            letters.discarded += 1;
+            Some(letter)
+        } else {
+            let oldest = if letters.kept.len() == self.capacity {
                 letters.discarded += 1;
-                Some(letter)
+                letters.kept.pop_front()
             } else {
-                let oldest = if letters.kept.len() == self.capacity {
-                    letters.discarded += 1;
-                    letters.kept.pop_front()
-                } else {
-                    None
-                };
-                letters.kept.push_back(letter);
-                oldest
-            }
-        };
-        drop_quietly(discarded);
+                None
+            };
+            letters.kept.push_back(letter);
+            oldest
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Vec<DeadLetter> {

@@ -8,8 +8,10 @@ use crate::options::Overflow;
 /// One subscription's counters. Each has one writer at a time: publishers (received, dropped)
 /// write under their topic's order lock, the worker writes the rest; so a bump is a load and
 /// a store, not a read-modify-write. A message the worker takes out of the mailbox counts as
-/// `taken` until it is finished; one a forced close leaves in the mailbox is `abandoned` by
-/// the worker (reported as dropped: the publishers' counter has another writer). Read without
+/// `taken` until it is finished; one a stream's consumer leaves is `abandoned` (reported as
+/// dropped: the publishers' counter has another writer). What a forced close empties out of
+/// a mailbox is `closed_out`, written by the closing thread: taken and dead-lettered at once
+/// (the worker's own `taken` and `dead_lettered` have the worker as their writer). Read without
 /// a lock, a snapshot taken while messages move is a moment's view; once the bus is closed
 /// they add up.
 ///
@@ -29,6 +31,9 @@ pub(crate) struct Counters {
     pub(crate) failed: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
+    /// Taken out of the mailbox by a forced close and kept as dead letters: the one counter
+    /// with more than one writer (closes), so it is added to with a read-modify-write.
+    pub(crate) closed_out: AtomicU64,
 }
 
 /// Starts what follows it on a fresh pair of cache lines (CPUs prefetch lines in pairs).
@@ -64,6 +69,7 @@ impl Counters {
     fn finished(&self) -> u64 {
         self.delivered.load(Acquire)
             + self.dead_lettered.load(Acquire)
+            + self.closed_out.load(Acquire)
             + self.abandoned.load(Acquire)
             + self.dropped.load(Acquire)
     }
@@ -189,11 +195,12 @@ impl SubscriptionStats {
         log: impl FnOnce() -> Option<LogView>,
     ) -> Self {
         let delivered = counters.delivered.load(Acquire);
-        let dead_lettered = counters.dead_lettered.load(Acquire);
+        let closed_out = counters.closed_out.load(Acquire);
+        let dead_lettered = counters.dead_lettered.load(Acquire) + closed_out;
         let abandoned = counters.abandoned.load(Acquire);
         let failed = counters.failed.load(Relaxed);
         let retried = counters.retried.load(Relaxed);
-        let taken = counters.taken.load(Acquire);
+        let taken = counters.taken.load(Acquire) + closed_out;
         let dropped = counters.dropped.load(Acquire);
         let view = log();
         let (received, dropped) = match view {
@@ -282,9 +289,12 @@ impl SubscriptionStats {
             group.received = mailbox.received;
             group.dropped += mailbox.dropped;
             group.filtered = mailbox.filtered;
+            // What a forced close emptied out of the shared mailbox is counted on its core.
+            group.dead_lettered += mailbox.dead_lettered;
             group.queued = mailbox
                 .received
                 .saturating_sub(mailbox.dropped)
+                .saturating_sub(mailbox.dead_lettered)
                 .saturating_sub(taken);
         }
         group

@@ -5,40 +5,21 @@
 //!
 //! An attempt span `follows_from` the span that was current where its message was published
 //! (tracing's convention for work a message causes), so a trace goes on past the bus: a
-//! publish keeps that span's id in the message ([`Cause`]), which costs one check of the
-//! level filter when no subscriber is interested. Only the id is kept, not the span: holding
-//! the span would keep it open (an HTTP request's span, say) until every subscriber had
-//! handled the message. An async attempt carries its span with `Instrument`, so it is the
+//! publish keeps that span's id in the message (`message/cause.rs`). An async attempt carries its span with `Instrument`, so it is the
 //! current span across the handler's awaits and never while the task is suspended.
 
 #[cfg(feature = "tracing")]
 mod on {
+    use crate::message::cause::Cause;
     use crate::stats::BusStats;
 
     /// Entered for one delivery attempt; exited when dropped.
     pub(crate) type Attempt = tracing::span::EnteredSpan;
 
-    /// The span that was current where a message was published, if any subscriber was
-    /// interested in `info` spans then.
-    #[derive(Clone, Debug, Default)]
-    pub(crate) struct Cause(Option<tracing::Id>);
-
-    impl Cause {
-        /// The current span's id, at the cost of one check when no one listens.
-        #[inline]
-        pub(crate) fn current() -> Cause {
-            if tracing::level_enabled!(tracing::Level::INFO) {
-                Cause(tracing::Span::current().id())
-            } else {
-                Cause(None)
-            }
-        }
-    }
-
     #[inline]
     fn span(topic: &str, seq: u64, subscriber: &str, attempt: u32, cause: &Cause) -> tracing::Span {
         let span = tracing::info_span!("eventbus.attempt", topic, seq, subscriber, attempt);
-        if let Some(id) = &cause.0 {
+        if let Some(id) = cause.id() {
             span.follows_from(id.clone());
         }
         span
@@ -117,21 +98,11 @@ mod on {
 
 #[cfg(not(feature = "tracing"))]
 mod on {
+    use crate::message::cause::Cause;
     use crate::stats::BusStats;
 
     /// Nothing to enter without the feature.
     pub(crate) struct Attempt;
-
-    /// Nothing to keep without the feature.
-    #[derive(Clone, Debug, Default)]
-    pub(crate) struct Cause;
-
-    impl Cause {
-        #[inline(always)]
-        pub(crate) fn current() -> Cause {
-            Cause
-        }
-    }
 
     #[inline(always)]
     pub(crate) fn attempt(_: &str, _: u64, _: &str, _: u32, _: &Cause) -> Attempt {
@@ -161,8 +132,8 @@ mod on {
     pub(crate) fn closed(_: impl FnOnce() -> BusStats, _: bool) {}
 }
 
-#[cfg(feature = "tracing")]
-pub(crate) use on::unheard;
 #[cfg(feature = "tokio")]
 pub(crate) use on::attempt_async;
-pub(crate) use on::{attempt, closed, dead_letter, dropped, Cause};
+#[cfg(feature = "tracing")]
+pub(crate) use on::unheard;
+pub(crate) use on::{attempt, closed, dead_letter, dropped};

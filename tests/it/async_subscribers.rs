@@ -764,3 +764,51 @@ fn publish_timeout_async_hands_the_message_back_when_room_does_not_come() {
     });
     assert_eq!(seen.get(), [0, 1, 3]);
 }
+
+/// Issue 32: `close_timeout_async` past its deadline keeps each message still queued for a
+/// task worker as a dead letter, with its payload, before it returns.
+#[test]
+fn a_forced_async_close_keeps_queued_messages_as_dead_letters() {
+    let runtime = multi_thread();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let (release, started) = (Latch::new(), Signal::new());
+        let (gate, signal) = (release.clone(), started.clone());
+        let subscription = bus.subscribe_async(Options::default(), move |m: Message<A>| {
+            let (gate, signal) = (gate.clone(), signal.clone());
+            async move {
+                if m.0 == 0 {
+                    signal.send(0);
+                    // Held off the runtime's threads: the close must give up on it.
+                    tokio::task::spawn_blocking(move || gate.wait())
+                        .await
+                        .unwrap();
+                }
+            }
+        });
+        for i in 0..5 {
+            bus.publish_async(A(i)).await.unwrap();
+        }
+        let first = tokio::task::spawn_blocking(move || started.next());
+        assert_eq!(first.await.unwrap(), 0);
+        let report = bus.close_timeout_async(Duration::from_millis(20)).await;
+        assert!(!report.completed);
+        let kept: Vec<(u64, u64, u32)> = bus
+            .dead_letters()
+            .iter()
+            .map(|l| (l.seq(), l.payload::<A>().unwrap().0, l.attempts()))
+            .collect();
+        assert_eq!(kept, [(1, 1, 0), (2, 2, 0), (3, 3, 0), (4, 4, 0)]);
+        let stats = subscription.stats();
+        assert_eq!(
+            (
+                stats.dead_lettered,
+                stats.dropped,
+                stats.queued,
+                stats.in_handler
+            ),
+            (4, 0, 0, 1)
+        );
+        release.open();
+    });
+}

@@ -143,15 +143,22 @@ fn endless_retries_end_at_close_timeout_as_a_dead_letter() {
     assert!(!report.completed);
     let left = &report.subscriptions[0];
     assert_eq!((left.queued, left.in_handler), (1, 1));
+    // The message still queued at the forced stop is a dead letter as the close returns,
+    // never attempted, its payload kept.
+    let queued: Vec<_> = bus.dead_letters();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!((queued[0].seq(), queued[0].attempts()), (1, 0));
+    assert_eq!(queued[0].payload::<Job>().map(|j| j.0), Some(2));
+    assert!(queued[0].error().contains("close"), "{}", queued[0].error());
     // Wait (exactly) for the worker to stop, then look at what it left.
     let stats = subscription.unsubscribe();
     let letters = bus.dead_letters();
-    assert_eq!(letters.len(), 1);
-    assert!(letters[0].attempts() > 1);
-    // The message still queued at the forced stop was let go of by the worker, counted.
+    assert_eq!(letters.len(), 2);
+    assert_eq!(letters[1].seq(), 0);
+    assert!(letters[1].attempts() > 1);
     assert_eq!(
         (stats.dead_lettered, stats.dropped, stats.queued),
-        (1, 1, 0)
+        (2, 0, 0)
     );
     assert_eq!(
         stats.received,

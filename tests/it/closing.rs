@@ -312,3 +312,125 @@ fn subscribing_to_a_closed_bus_is_an_error() {
         "subscriber `late`: the bus is closed; nothing can subscribe"
     );
 }
+
+/// Holds the messages below `first` in the handler until `release` opens, so a
+/// `close_timeout` gives up with the rest queued, however the threads are scheduled.
+fn held(
+    first: u64,
+    release: &Latch,
+    started: &Signal,
+) -> impl Fn(&Message<A>) + Send + Sync + 'static {
+    let (gate, signal) = (release.clone(), started.clone());
+    move |m: &Message<A>| {
+        if m.0 < first {
+            signal.send(m.0);
+            gate.wait();
+        }
+    }
+}
+
+/// What a dead letter kept, in the store's order: (seq, payload, attempts).
+fn kept(bus: &Bus) -> Vec<(u64, u64, u32)> {
+    bus.dead_letters()
+        .iter()
+        .map(|letter| {
+            (
+                letter.seq(),
+                letter.payload::<A>().unwrap().0,
+                letter.attempts(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 32: each message still queued when `close_timeout` gives up is a dead letter with
+/// its payload and an error saying so, before the close returns: counted as dead-lettered,
+/// not dropped, and the stats read right after the close are the ones read later.
+#[test]
+fn a_forced_close_keeps_every_queued_message_as_a_dead_letter() {
+    let bus = Bus::builder().build();
+    let (release, started) = (Latch::new(), Signal::new());
+    let subscription =
+        bus.subscribe::<A>(Options::default().name("held"), held(1, &release, &started));
+    for i in 0..10 {
+        bus.publish(A(i)).unwrap();
+    }
+    assert_eq!(started.next(), 0);
+    let report = bus.close_timeout(Duration::from_millis(20));
+    assert!(!report.completed);
+    let unfinished: Vec<_> = report
+        .unfinished()
+        .map(|u| (u.queued, u.in_handler))
+        .collect();
+    assert_eq!(
+        unfinished,
+        [(9, 1)],
+        "the report says what the deadline left"
+    );
+    // Right after: the nine are dead letters, in topic order, never attempted.
+    let expected: Vec<_> = (1..10).map(|i| (i, i, 0)).collect();
+    assert_eq!(kept(&bus), expected);
+    let error = bus.dead_letters()[0].error().to_string();
+    assert!(error.contains("close"), "{error}");
+    let right_after = subscription.stats();
+    assert_eq!(
+        (
+            right_after.received,
+            right_after.in_handler,
+            right_after.queued
+        ),
+        (10, 1, 0)
+    );
+    assert_eq!((right_after.dead_lettered, right_after.dropped), (9, 0));
+    release.open();
+    let later = subscription.unsubscribe();
+    assert_eq!(
+        (
+            later.delivered,
+            later.dead_lettered,
+            later.dropped,
+            later.queued
+        ),
+        (1, 9, 0, 0)
+    );
+    assert_eq!(kept(&bus), expected, "nothing more, nothing less");
+}
+
+/// The same for both kinds of group: a keyed group's mailboxes, and the one mailbox a
+/// group without a key shares.
+#[test]
+fn a_forced_close_keeps_a_groups_queued_messages_as_dead_letters() {
+    for keyed in [true, false] {
+        let bus = Bus::builder().build();
+        let (release, started) = (Latch::new(), Signal::new());
+        let mut options = Options::default().name("group").workers(2);
+        if keyed {
+            // Every message on one worker's lane: the other worker stays idle.
+            options = options.key(|_: &A| 0u64);
+        }
+        // A keyed group's one busy worker holds message 0; both workers of a shared mailbox
+        // hold one each.
+        let busy = if keyed { 1 } else { 2 };
+        let handler = held(busy, &release, &started);
+        let group = bus.subscribe_group::<A>(options, move |m: &Message<A>| handler(m));
+        for i in 0..6 {
+            bus.publish(A(i)).unwrap();
+        }
+        for _ in 0..busy {
+            started.next();
+        }
+        let report = bus.close_timeout(Duration::from_millis(20));
+        assert!(!report.completed);
+        let expected: Vec<_> = (busy..6).map(|i| (i, i, 0)).collect();
+        assert_eq!(kept(&bus), expected, "keyed: {keyed}");
+        assert_eq!(group.stats().dead_lettered, 6 - busy, "keyed: {keyed}");
+        release.open();
+        let stats = group.unsubscribe();
+        assert_eq!(stats.dropped, 0, "keyed: {keyed}");
+        assert_eq!(
+            (stats.delivered, stats.dead_lettered, stats.queued),
+            (busy, 6 - busy, 0),
+            "keyed: {keyed}"
+        );
+    }
+}

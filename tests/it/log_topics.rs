@@ -362,7 +362,7 @@ fn retries_hold_the_position_and_dead_letters_keep_the_payload() {
 }
 
 #[test]
-fn a_forced_close_abandons_what_is_left_and_counts_it() {
+fn a_forced_close_leaves_a_log_readers_unread_messages_in_the_log() {
     let bus = Bus::builder().build();
     let (started_tx, started) = mpsc::channel();
     let (release, held) = crossbeam_channel::bounded::<()>(1);
@@ -380,11 +380,32 @@ fn a_forced_close_abandons_what_is_left_and_counts_it() {
     // threads are scheduled.
     let report = bus.close_timeout(Duration::from_millis(20));
     assert!(!report.completed);
+    let right_after = subscription.stats();
     release.send(()).unwrap();
-    // Unsubscribing waits, exactly, for the worker to let go of what the forced stop left.
+    // Unsubscribing waits, exactly, for the worker to stop.
     let stats = subscription.unsubscribe();
-    assert_eq!(stats.received, 50);
-    assert_eq!(stats.delivered + stats.dropped, 50, "{stats:?}");
+    // The unread messages are the topic's history, not the subscription's: they are neither
+    // dead letters nor drops, and the stats read right after the close stay true.
+    assert_eq!(
+        (
+            stats.received,
+            stats.delivered,
+            stats.queued,
+            stats.dropped,
+            stats.dead_lettered
+        ),
+        (50, 1, 49, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(
+        (
+            right_after.received,
+            right_after.in_handler,
+            right_after.queued
+        ),
+        (50, 1, 49)
+    );
+    assert!(bus.dead_letters().is_empty());
 }
 
 mod registered {

@@ -612,12 +612,52 @@ impl Bus {
     /// message `Drop`s and the `on_dead_letter` hook do (plus the time to stop the bus and
     /// read the report: a lock per subscription and topic, no waiting).
     ///
-    /// If the deadline passes, the bus stops where it is: workers take no more messages
-    /// (what their mailboxes hold is dropped and counted), retries end (their messages become
-    /// dead letters), publishers waiting for room give up. The report lists every
-    /// subscription with what it still held, and whether the hook was still running. What
-    /// was left finishes on its own threads: a handler still running, the hook; nothing
-    /// waits for them, not even dropping the last `Bus`.
+    /// If the deadline passes, the bus stops where it is: workers take no more messages,
+    /// retries end (their messages become dead letters), publishers waiting for room give
+    /// up. The report lists every subscription with what it still held at the deadline, and
+    /// whether the hook was still running. What was left finishes on its own threads: a
+    /// handler still running, the hook; nothing waits for them, not even dropping the last
+    /// `Bus`.
+    ///
+    /// Nothing queued is lost: before this returns, each message still in a mailbox becomes
+    /// a dead letter of its subscription, with its payload, 0 attempts and an error saying
+    /// the close gave up on it, counted as `dead_lettered` (not `dropped`). So a service can
+    /// keep them ([`take_dead_letters`](Bus::take_dead_letters), the dead-letter hook while
+    /// it runs) and publish them again after a restart, and the stats read right after this
+    /// returns are the ones read later (but for a handler still running, which finishes on
+    /// its own). A log topic's subscription is different: its unread messages are the
+    /// topic's history, not handed to it yet, so they stay in the log (the subscription's
+    /// `queued`) and are neither dead letters nor drops; they go with the bus (see the
+    /// crate guide's "Durability"). A publisher still waiting for room when the bus stops
+    /// gets its seq back, and its message counts as dropped for that subscription.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// struct Order(u32);
+    ///
+    /// let bus = Bus::builder().build();
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release, released) = std::sync::mpsc::channel::<()>();
+    /// bus.subscribe::<Order>(Options::default(), move |m: &Message<Order>| {
+    ///     if m.0 == 0 {
+    ///         started_tx.send(()).unwrap();
+    ///         released.recv().ok(); // stuck until released
+    ///     }
+    /// });
+    /// for i in 0..3 {
+    ///     bus.publish(Order(i)).unwrap();
+    /// }
+    /// started.recv().unwrap();
+    /// let report = bus.close_timeout(Duration::from_millis(10));
+    /// assert!(!report.completed);
+    /// let letters = bus.take_dead_letters();
+    /// let kept: Vec<u32> = letters.iter().map(|l| l.payload::<Order>().unwrap().0).collect();
+    /// assert_eq!(kept, [1, 2]); // to publish again after a restart
+    /// drop(release);
+    /// ```
     pub fn close_timeout(&self, timeout: Duration) -> CloseReport {
         close(&self.engine, Instant::now().checked_add(timeout))
     }
@@ -628,7 +668,7 @@ impl Bus {
     }
 
     /// Whether the bus has finished closing: everything accepted was delivered (or, after a
-    /// deadline, abandoned and reported) and every worker has stopped. [`is_closed`] is
+    /// deadline, kept as a dead letter and reported) and every worker has stopped. [`is_closed`] is
     /// true from the moment a close begins; this one only once it is over.
     ///
     /// [`is_closed`]: Bus::is_closed

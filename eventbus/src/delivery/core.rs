@@ -9,9 +9,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
+use crate::dead_letter::{DeadLetter, DeadLetterStore};
 use crate::deadlock::WaitNode;
 use crate::options::Options;
 use crate::stats::{Counters, LogView, SubscriptionStats};
+use crate::util::unwind::drop_quietly;
 
 /// Retiring a subscription's delivery, without its message type.
 pub(crate) trait Retire: Send + Sync {
@@ -36,7 +38,25 @@ pub(crate) trait Retire: Send + Sync {
     fn queued(&self) -> u64 {
         0
     }
+
+    /// After a forced close: takes every message still queued and keeps it as a dead letter
+    /// of `core`'s (counted there as `closed_out`), so the application can keep it and
+    /// publish it again.
+    /// Letters the store discards to make room go to `spill`: their messages' `Drop` is user
+    /// code, which the closing thread must not run. Nothing for a log subscription, whose
+    /// unread messages are the topic's history, not its own (see `Bus::close_timeout`).
+    fn close_out(&self, core: &SubscriptionCore, letters: &DeadLetterStore, spill: &mut Spill) {
+        let _ = (core, letters, spill);
+    }
 }
+
+/// Dead letters a forced close pushed out of the store, to be dropped away from the closing
+/// thread.
+pub(crate) type Spill = Vec<DeadLetter>;
+
+/// Why a forced close made a queued message a dead letter.
+pub(crate) const NOT_HANDLED: &str =
+    "not handled before the bus's close gave up (close_timeout): kept so it can be published again";
 
 /// A consumer group's members: its workers, and for a group without a key the mailbox they
 /// share (whose core counts what publishers hand it).
@@ -113,6 +133,29 @@ impl SubscriptionCore {
         self.delivery.retire();
     }
 
+    /// After a forced close: its queued messages as dead letters (see [`Retire::close_out`]).
+    pub(crate) fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill) {
+        self.delivery.close_out(self, letters, spill);
+    }
+
+    /// A message taken out of the mailbox: counted as taken, and, by a worker that shares
+    /// its mailbox (a group without a key), as received too (the mailbox's own core counts
+    /// what publishers handed it).
+    #[inline]
+    pub(crate) fn took(&self) {
+        if self.shares_mailbox {
+            Counters::bump(&self.counters.received);
+        }
+        Counters::bump(&self.counters.taken);
+    }
+
+    /// A message its worker took and gives up on, kept as a dead letter and counted (by
+    /// the worker: see `Counters`).
+    pub(crate) fn keep_dead_letter(&self, letters: &DeadLetterStore, letter: DeadLetter) {
+        drop_quietly(letters.push_keeping(letter));
+        Counters::bump(&self.counters.dead_lettered);
+    }
+
     /// Marks the worker finished; only the worker calls it, last.
     pub(crate) fn mark_finished(&self) {
         self.finished.store(true, SeqCst);
@@ -154,7 +197,7 @@ impl SubscriptionCore {
     #[cfg(feature = "tokio")]
     pub(crate) fn backlog(&self) -> u64 {
         use std::sync::atomic::Ordering::Acquire;
-        let taken = self.counters.taken.load(Acquire);
+        let taken = self.counters.taken.load(Acquire) + self.counters.closed_out.load(Acquire);
         let dropped = self.counters.dropped.load(Acquire);
         match self.delivery.log() {
             Some(view) => view.received.saturating_sub(dropped + view.lapped + taken),

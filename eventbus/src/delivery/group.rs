@@ -19,7 +19,8 @@
 
 use std::sync::Arc;
 
-use crate::delivery::core::{Members, Retire, SubscriptionCore};
+use crate::dead_letter::DeadLetterStore;
+use crate::delivery::core::{Members, Retire, Spill, SubscriptionCore};
 use crate::handler::Failure;
 use crate::message::Message;
 
@@ -58,6 +59,12 @@ impl Retire for Group {
             mailbox: self.mailbox.as_ref(),
         })
     }
+
+    fn close_out(&self, _: &SubscriptionCore, letters: &DeadLetterStore, spill: &mut Spill) {
+        for worker in &self.workers {
+            worker.close_out(letters, spill);
+        }
+    }
 }
 
 /// The delivery of one worker of a group without a key: the shared mailbox's.
@@ -70,5 +77,10 @@ impl Retire for Shared {
 
     fn queued(&self) -> u64 {
         self.0.queued()
+    }
+
+    /// The shared mailbox's messages, counted on its own core (which the group's stats add).
+    fn close_out(&self, _: &SubscriptionCore, letters: &DeadLetterStore, spill: &mut Spill) {
+        self.0.close_out(letters, spill);
     }
 }

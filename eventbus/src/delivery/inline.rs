@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use crate::delivery::core::{Retire, SubscriptionCore};
 use crate::error::Rejection;
 use crate::handler::{attempt, Failure};
+use crate::message::cause::Cause;
 use crate::message::Message;
 use crate::options::filter::Verdict;
 use crate::stats::Counters;
@@ -177,7 +178,7 @@ pub(crate) fn run<T: 'static>(
                 message.seq(),
                 &entry.core.name,
                 1,
-                &trace::Cause::default(),
+                &Cause::default(),
             );
             attempt(|| run(message))
         };

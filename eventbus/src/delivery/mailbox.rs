@@ -25,14 +25,16 @@
 
 #[cfg(feature = "tokio")]
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Release, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Select, Sender, TryRecvError, TrySendError};
 
+use crate::dead_letter::{DeadLetter, DeadLetterStore};
 use crate::deadlock::TopicWaits;
-use crate::delivery::core::{Retire, SubscriptionCore};
+use crate::delivery::core::{Retire, Spill, SubscriptionCore, NOT_HANDLED};
+use crate::handler::Failure;
 use crate::message::Message;
 use crate::options::filter::Verdict;
 use crate::options::Overflow;
@@ -158,13 +160,14 @@ enum Lane {
     Panicked,
 }
 
-/// The bus's handle on a mailbox: retiring it.
+/// The bus's handle on a mailbox: retiring it, and emptying it after a forced close.
 struct Retirer<T> {
     tx: Sender<Item<T>>,
+    rx: Receiver<Item<T>>,
     flags: Arc<Flags>,
 }
 
-impl<T: Send + Sync> Retire for Retirer<T> {
+impl<T: Send + Sync + 'static> Retire for Retirer<T> {
     fn retire(&self) {
         if self.flags.shut.swap(true, SeqCst) {
             return;
@@ -179,6 +182,27 @@ impl<T: Send + Sync> Retire for Retirer<T> {
 
     fn queued(&self) -> u64 {
         self.tx.len() as u64
+    }
+
+    fn close_out(&self, core: &SubscriptionCore, letters: &DeadLetterStore, spill: &mut Spill) {
+        let mut woken = false;
+        // The worker may take from the other end meanwhile: each message is taken once, by
+        // one of them, and both keep it as a dead letter.
+        while let Ok(item) = self.rx.try_recv() {
+            let Some(message) = item else {
+                woken = true;
+                continue;
+            };
+            let failure = Failure::text(NOT_HANDLED);
+            let letter = DeadLetter::new(message, core.id, Arc::clone(&core.name), failure, 0);
+            spill.extend(letters.push_keeping(letter));
+            core.counters.closed_out.fetch_add(1, Release);
+        }
+        // The retire's wake-up signal, if this took it: a worker waiting on the empty
+        // mailbox must still see it.
+        if woken || self.flags.shut.load(SeqCst) {
+            let _ = self.tx.try_send(None);
+        }
     }
 }
 
@@ -246,6 +270,7 @@ where
     let _ = by_task;
     let retirer = Retirer {
         tx: tx.clone(),
+        rx: rx.clone(),
         flags: Arc::clone(&flags),
     };
     let core = Arc::new(core(Box::new(retirer)));

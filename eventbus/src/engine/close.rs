@@ -10,6 +10,7 @@ use crate::delivery::core::SubscriptionCore;
 use crate::lifecycle::Closed;
 use crate::stats::CloseReport;
 use crate::trace;
+use crate::util::unwind::drop_quietly;
 use crate::worker;
 
 use super::{Engine, Entry};
@@ -72,6 +73,24 @@ impl Engine {
         }
     }
 
+    /// After a forced stop: every message still queued in a mailbox becomes a dead letter,
+    /// here, before the close returns, so the stats and dead letters read right after it are
+    /// final (a worker that takes one meanwhile keeps it as a dead letter too). Letters the
+    /// store discards for them are dropped on a thread of their own: their messages' `Drop`
+    /// is user code, which must not hold up the close past its deadline.
+    fn close_out(&self) {
+        let mut spill = Vec::new();
+        for core in self.every_core() {
+            core.close_out(&self.dead_letters, &mut spill);
+        }
+        if !spill.is_empty() {
+            // Without a thread to be had, they are dropped here after all (by `spawn`).
+            let _ = std::thread::Builder::new()
+                .name("eventbus-close-out".into())
+                .spawn(move || drop_quietly(spill));
+        }
+    }
+
     /// Closes the bus (see `lifecycle.rs`) and reports what it left.
     pub(crate) fn close(&self, deadline: Option<Instant>) -> CloseReport {
         self.close_from(deadline, self.inside())
@@ -81,10 +100,11 @@ impl Engine {
     /// wait for itself).
     pub(crate) fn close_from(&self, deadline: Option<Instant>, inside: bool) -> CloseReport {
         let closed = self.lifecycle.close(deadline, inside);
-        // What was left, read before a forced stop makes the workers let go of it.
+        // What was left, read before a forced stop makes it dead letters.
         let subscriptions = self.every_subscription();
         if closed == Closed::TimedOut {
             self.lifecycle.stop();
+            self.close_out();
         }
         let hook_finished = match closed {
             // Workers may still make dead letters.

@@ -222,6 +222,12 @@ impl Engine {
 
     /// Every subscription not unsubscribed, then every unsubscribed one still running.
     fn every_subscription(&self) -> Vec<SubscriptionStats> {
+        self.every_core().iter().map(|core| core.stats()).collect()
+    }
+
+    /// Every subscription on the bus's list, and every one whose worker still runs after it
+    /// left the list (an unsubscribe still draining).
+    fn every_core(&self) -> Vec<Arc<SubscriptionCore>> {
         let mut cores: Vec<_> = {
             // Lock order: row 2 (`subscriptions`), nothing inside; see the module docs.
             let subscriptions = self.subscriptions.lock();
@@ -232,7 +238,7 @@ impl Engine {
                 cores.push(core);
             }
         }
-        cores.iter().map(|core| core.stats()).collect()
+        cores
     }
 
     pub(crate) fn stats(&self) -> BusStats {

@@ -1,14 +1,15 @@
 //! What a subscriber receives: a share of the published value, with its place in the
 //! topic's order.
 
+pub(crate) mod cause;
 pub(crate) mod shared;
 
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 
+use crate::message::cause::Cause;
 use crate::message::shared::Shared;
-use crate::trace::Cause;
 
 /// A published message, as handed to subscribers.
 ///

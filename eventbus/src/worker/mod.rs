@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
-use crate::delivery::core::SubscriptionCore;
+use crate::delivery::core::{SubscriptionCore, NOT_HANDLED};
 use crate::delivery::log::Reader;
 use crate::delivery::mailbox::Inbox;
 use crate::handler::Failure;
@@ -120,15 +120,38 @@ pub(crate) fn abandon_rest<T>(
     }
 }
 
-/// A message taken out of the mailbox: counted as taken, and, by a worker that shares its
-/// mailbox (a group without a key), as received too (the mailbox's own core counts what
-/// publishers handed it).
+/// A message taken out of the mailbox: counted (see [`SubscriptionCore::took`]).
 #[inline]
 pub(crate) fn took(core: &SubscriptionCore) {
-    if core.shares_mailbox {
-        Counters::bump(&core.counters.received);
+    core.took();
+}
+
+/// A message a worker took after a forced close: kept as a dead letter, as the closing
+/// thread keeps what it empties out of the mailbox (`Retire::close_out`).
+fn closed_out<T: Send + Sync + 'static>(
+    core: &SubscriptionCore,
+    context: &Context,
+    message: Message<T>,
+) {
+    let failure = Failure::text(NOT_HANDLED);
+    let letter = DeadLetter::new(message, core.id, Arc::clone(&core.name), failure, 0);
+    core.keep_dead_letter(&context.dead_letters, letter);
+}
+
+/// What is left in a worker's mailbox after a forced close, kept as dead letters. A log
+/// subscription's unread messages stay in the topic's log: they are its history, not this
+/// subscription's (see `Bus::close_timeout`).
+fn close_out_rest<T: Send + Sync + 'static>(
+    core: &SubscriptionCore,
+    context: &Context,
+    source: &mut Source<T>,
+) {
+    if let Source::Mailbox(inbox) = source {
+        while let Some(message) = inbox.try_next() {
+            took(core);
+            closed_out(core, context, message);
+        }
     }
-    Counters::bump(&core.counters.taken);
 }
 
 /// A message no handler will see: counted as dropped.

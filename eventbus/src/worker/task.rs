@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use super::{
-    abandon, abandon_rest, dead_letter, delivered, failed, took, Context, Finish, Source, CURRENT,
+    close_out_rest, closed_out, dead_letter, delivered, failed, took, Context, Finish, Source,
+    CURRENT,
 };
 use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
@@ -97,10 +98,15 @@ async fn run<T: Send + Sync + 'static>(
 ) {
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
-    while let Some(message) = inbox.next_async().await {
+    // Once the bus is stopped, takes nothing more: a log's unread messages stay in the log
+    // (see `close_out_rest`), so the stats read right after a forced close stay true.
+    while !lifecycle.is_stopped() {
+        let Some(message) = inbox.next_async().await else {
+            break;
+        };
         took(&core);
         if lifecycle.is_stopped() {
-            abandon(&core, message, "forced close");
+            closed_out(&core, &context, message);
             break;
         }
         deliver(&core, &context, &mut handler, message).await;
@@ -110,7 +116,7 @@ async fn run<T: Send + Sync + 'static>(
         }
     }
     if lifecycle.is_stopped() {
-        abandon_rest(&core, || inbox.try_next(), "forced close");
+        close_out_rest(&core, &context, &mut inbox);
     }
     drop_quietly(handler);
     drop(inbox);

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::{
-    abandon, abandon_rest, dead_letter, delivered, failed, took, Context, Finish, Source, CURRENT,
+    close_out_rest, closed_out, dead_letter, delivered, failed, took, Context, Finish, Source,
+    CURRENT,
 };
 use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
@@ -41,10 +42,15 @@ fn run<T: Send + Sync + 'static>(
     let _current = Cleared;
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
-    while let Some(message) = inbox.next_lent() {
+    // Once the bus is stopped, takes nothing more: a log's unread messages stay in the log
+    // (see `close_out_rest`), so the stats read right after a forced close stay true.
+    while let Some(message) = (!lifecycle.is_stopped())
+        .then(|| inbox.next_lent())
+        .flatten()
+    {
         took(&core);
         if lifecycle.is_stopped() {
-            abandon(&core, message.into_owned(), "forced close");
+            closed_out(&core, &context, message.into_owned());
             break;
         }
         deliver(&core, &context, &mut handler, message);
@@ -55,7 +61,7 @@ fn run<T: Send + Sync + 'static>(
         }
     }
     if lifecycle.is_stopped() {
-        abandon_rest(&core, || inbox.try_next(), "forced close");
+        close_out_rest(&core, &context, &mut inbox);
     }
     drop_quietly(handler);
     drop(inbox);
