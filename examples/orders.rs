@@ -157,11 +157,15 @@ fn main() {
     }
     println!("audit saw {} order(s)", AUDITED.load(Ordering::Relaxed));
     println!();
-    let letters = bus.dead_letters();
-    println!("{} dead letter(s):", letters.len());
+    // Kept in the order they failed, which four workers make a shuffle: shown in topic order.
+    let mut letters = bus.dead_letters();
+    letters.sort_by_key(|letter| (letter.topic(), letter.seq()));
+    println!("{} dead letter(s), in topic order:", letters.len());
     for letter in letters.iter().take(10) {
-        let order = letter.payload::<OrderPlaced>().map(|o| o.id);
-        println!("  {letter} (order {order:?})");
+        match letter.payload::<OrderPlaced>() {
+            Some(order) => println!("  {letter} (order {})", order.id),
+            None => println!("  {letter}"),
+        }
     }
     if letters.len() > 10 {
         println!("  ... and {} more", letters.len() - 10);

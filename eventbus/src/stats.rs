@@ -353,9 +353,12 @@ impl fmt::Display for BusStats {
             "dead",
             "dropped",
         ];
-        let rows: Vec<[String; 11]> = self
-            .subscriptions
-            .iter()
+        // One topic's rows together, in the topics' name order; a topic's subscriptions in
+        // the order they subscribed.
+        let mut subscriptions: Vec<&SubscriptionStats> = self.subscriptions.iter().collect();
+        subscriptions.sort_by_key(|s| s.topic);
+        let rows: Vec<[String; 11]> = subscriptions
+            .into_iter()
             .map(|s| {
                 [
                     s.topic.to_owned(),

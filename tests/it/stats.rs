@@ -121,3 +121,36 @@ fn stats_display_as_an_aligned_table() {
     assert_eq!(lines[2], "topic Reading: 1 published, 1 subscriber(s)");
     assert_eq!(lines[3], "dead letters: 0 kept, 0 discarded");
 }
+
+/// Issue 30: the printed table keeps one topic's rows together (topics by name, each
+/// topic's subscriptions in the order they subscribed), whatever order they subscribed in.
+#[test]
+fn the_table_keeps_each_topics_rows_together() {
+    let bus = Bus::builder().build();
+    bus.subscribe::<Reading>(Options::default().name("first"), |_: &Message<Reading>| {});
+    bus.subscribe::<Unheard>(
+        Options::default().name("between"),
+        |_: &Message<Unheard>| {},
+    );
+    bus.subscribe::<Reading>(Options::default().name("second"), |_: &Message<Reading>| {});
+    let table = bus.stats().to_string();
+    let rows: Vec<(&str, &str)> = table
+        .lines()
+        .skip(1)
+        .take(3)
+        .map(|line| {
+            let mut cells = line.split_whitespace();
+            (cells.next().unwrap(), cells.next().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("Reading", "first"),
+            ("Reading", "second"),
+            ("Unheard", "between")
+        ],
+        "{table}"
+    );
+    bus.close();
+}
