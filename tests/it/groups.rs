@@ -6,6 +6,7 @@ use crate::support;
 
 #[cfg(feature = "tokio")]
 mod async_groups;
+mod log_groups;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -101,10 +101,16 @@ pub fn expected(kind: Kind, on: On, opt: Opt) -> Expect {
         // An observer has its own mailbox on every topic, a log topic's too; it starts now.
         (Kind::Observer, On::Log, Opt::Start) => Refused("NoLog"),
         (Kind::Observer, On::Log, _) => Works,
-        (Kind::Group | Kind::KeyedGroup, On::Log, _) => Refused("Group"),
+        // A group without a key would share one position in the log: not yet; a keyed
+        // group's worker cannot tell which messages the trim took were its own.
+        (Kind::Group, On::Log, opt) if opt != Opt::Key => Refused("Group"),
+        (Kind::Group | Kind::KeyedGroup, On::Log, Opt::DropOldest) => Refused("Group"),
         // A log subscription reads the log at its position: there is no newest to refuse.
         (_, On::Log, Opt::DropNewest) => Refused("DropNewestOnLog"),
-        (Kind::Thread | Kind::Task | Kind::Stream, On::Log, _) => Works,
+        // A keyed group's workers each read the log at their own position.
+        (Kind::Thread | Kind::Task | Kind::Stream | Kind::Group | Kind::KeyedGroup, On::Log, _) => {
+            Works
+        }
         (_, On::Mailbox, _) => unreachable!("every mailbox cell is matched above"),
     }
 }

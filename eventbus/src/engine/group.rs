@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use crate::delivery::core::{Consumer, SubscriptionCore};
 use crate::delivery::group::{Group, Shared, SharedRun};
+use crate::delivery::log;
 use crate::delivery::mailbox::{mailbox, shared_mailbox};
 use crate::error::SubscribeError;
 use crate::message::Message;
-use crate::options::Options;
+use crate::options::{Options, Overflow};
 use crate::topic::Topic;
 use crate::worker::{self, Context, Source};
 
@@ -88,10 +89,18 @@ impl Engine {
             topic: T::name(),
             why,
         };
-        if T::retention().is_some() {
+        if T::retention().is_some() && options.key.is_none() {
             return Err(group(
-                "a log topic's subscription reads its log at one position, which a group's \
-                 workers cannot share",
+                "a group without a key on a log topic would share one position in the log, \
+                 which is not supported yet: give the group a key (`key(..)`), whose \
+                 workers each read the log at their own position",
+            ));
+        }
+        if T::retention().is_some() && options.overflow == Overflow::DropOldest {
+            return Err(group(
+                "on a log topic, `DropOldest` loses what the trim takes before a worker reads \
+                 it, and a keyed group's worker cannot tell which of those were its own; use \
+                 `Block`, whose workers are never lapped",
             ));
         }
         if options.key.is_some() && options.workers == 1 {
@@ -165,7 +174,65 @@ impl Engine {
                     }
                 }
             };
-        let shared = if options.key.is_some() {
+        let shared = if let Some(history) = typed.log() {
+            // A keyed group on a log topic: a reader per worker, each at its own position,
+            // taking the messages its lane's key picks (`delivery/log/reader.rs`).
+            let mut readers = Vec::with_capacity(of);
+            for index in 0..of {
+                let id = self.next_subscription.fetch_add(1, Relaxed);
+                let lifecycle = Arc::clone(&self.lifecycle);
+                let closing = log::Closing {
+                    stop: self.lifecycle.stop_signal().clone(),
+                    poke: Box::new(move || lifecycle.poke()),
+                };
+                let (capacity, overflow) = (options.capacity, options.overflow);
+                let mut reader = log::reader(
+                    history,
+                    id,
+                    capacity,
+                    overflow,
+                    by_task,
+                    closing,
+                    |retirer| {
+                        SubscriptionCore::new(
+                            id,
+                            Arc::clone(&name),
+                            T::name(),
+                            options.clone(),
+                            consumer,
+                            retirer,
+                        )
+                    },
+                );
+                reader.route(index, of);
+                readers.push(reader);
+            }
+            // All at one position, before any worker starts: no message falls between two.
+            log::Reader::join_group(&readers, options.start);
+            let ids: Vec<u64> = readers.iter().map(|r| r.core().id).collect();
+            for reader in readers {
+                let core = Arc::clone(reader.core());
+                self.lifecycle.started(Arc::clone(&core));
+                if let Err(source) = launch(Source::Log(reader), Arc::clone(&core), context.clone())
+                {
+                    // Every reader of the group leaves the log, launched or not.
+                    self.lifecycle.finished(&core);
+                    core.retire();
+                    for worker in &workers {
+                        worker.retire();
+                    }
+                    for id in &ids {
+                        history.remove(*id);
+                    }
+                    return Err(SubscribeError::Spawn {
+                        name: name.to_string(),
+                        source,
+                    });
+                }
+                workers.push(core);
+            }
+            None
+        } else if options.key.is_some() {
             for index in 0..of {
                 let (mut outbox, inbox) =
                     mailbox(options.capacity, typed.handouts(), by_task, new_core);

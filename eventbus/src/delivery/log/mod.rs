@@ -215,6 +215,9 @@ pub(crate) struct Cursor {
     saved: AtomicBool,
     /// Messages its filter rejected, which it did not receive: written by its worker.
     filtered: AtomicU64,
+    /// For a worker of a keyed group: messages whose key picks another worker, which it did
+    /// not receive either: written by its worker.
+    elsewhere: AtomicU64,
     /// Whether its worker reads messages in their slots (a thread worker, `Block`).
     lends: bool,
     /// `IDLE`, `COPYING` or `UNPROTECTED` (see the module docs).
@@ -466,6 +469,12 @@ impl<T: Send + Sync + 'static> Log<T> {
 
     /// Adds a subscription at `start` (see the module docs: the seam).
     pub(crate) fn join(&self, cursor: &Arc<Cursor>, start: Start) {
+        self.join_all(std::slice::from_ref(cursor), start);
+    }
+
+    /// Joins several cursors at one position, in one step (a keyed group's readers: no
+    /// message may fall between them).
+    pub(crate) fn join_all(&self, cursors: &[Arc<Cursor>], start: Start) {
         let now = Instant::now();
         let mut trimmed = Vec::new();
         // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
@@ -485,13 +494,15 @@ impl<T: Send + Sync + 'static> Log<T> {
                     .unwrap_or(tail),
             },
         };
-        cursor.start.store(at, Release);
-        cursor.read.store(at, Release);
-        cursor.position.store(at, SeqCst);
-        if let Some(capacity) = cursor.block {
-            ring.limit = ring.limit.min(at.saturating_add(capacity));
+        for cursor in cursors {
+            cursor.start.store(at, Release);
+            cursor.read.store(at, Release);
+            cursor.position.store(at, SeqCst);
+            if let Some(capacity) = cursor.block {
+                ring.limit = ring.limit.min(at.saturating_add(capacity));
+            }
+            ring.cursors.push(Arc::clone(cursor));
         }
-        ring.cursors.push(Arc::clone(cursor));
         drop(ring);
         drop(trimmed);
     }

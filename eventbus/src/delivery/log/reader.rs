@@ -31,7 +31,7 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
         let oldest = self.log.oldest.load(Acquire);
         let upto = self.log.tail.load(Acquire).min(cursor.end.load(Acquire));
         let start = cursor.start.load(Acquire);
-        let filtered = cursor.filtered.load(Acquire);
+        let filtered = cursor.filtered.load(Acquire) + cursor.elsewhere.load(Acquire);
         Some(LogView {
             received: upto.saturating_sub(start).saturating_sub(filtered),
             position,
@@ -120,6 +120,10 @@ pub(crate) struct Reader<T> {
     /// Read by a task or a stream (counted in `Log::task_readers`).
     #[cfg(feature = "tokio")]
     by_task: bool,
+    /// For a worker of a keyed group: its lane and the group's size. It reads the whole log
+    /// at its own position and takes only the messages its lane's key picks, so one key's
+    /// history and live messages reach one worker, in order.
+    lane: Option<(usize, usize)>,
 }
 
 /// What a reader needs from its bus for closing.
@@ -158,6 +162,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         end: AtomicU64::new(OPEN),
         saved: AtomicBool::new(false),
         filtered: AtomicU64::new(0),
+        elsewhere: AtomicU64::new(0),
         lends: block.is_some() && !by_task,
         lend: AtomicU8::new(IDLE),
         lent: AtomicU64::new(NONE),
@@ -186,12 +191,26 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         idle: closing.poke,
         #[cfg(feature = "tokio")]
         by_task,
+        lane: None,
     }
 }
 
 impl<T: Send + Sync + 'static> Reader<T> {
     pub(crate) fn core(&self) -> &Arc<SubscriptionCore> {
         &self.core
+    }
+
+    /// Makes this the reader of lane `index` of a keyed group of `of` (before it joins).
+    pub(crate) fn route(&mut self, index: usize, of: usize) {
+        self.lane = Some((index, of));
+    }
+
+    /// Joins a keyed group's readers to their log at `start`, at one position.
+    pub(crate) fn join_group(readers: &[Reader<T>], start: Start) {
+        if let Some(first) = readers.first() {
+            let cursors: Vec<Arc<Cursor>> = readers.iter().map(|r| Arc::clone(&r.cursor)).collect();
+            first.log.join_all(&cursors, start);
+        }
     }
 
     /// Joins the log at `start`: from here on the subscription receives.
@@ -357,6 +376,28 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// message to every subscription, so a log subscription's filter runs here, on its
     /// worker, not on the publisher's thread.
     fn wants(&self, message: &Message<T>) -> bool {
+        if let (Some((index, of)), Some(key)) = (self.lane, &self.core.options.key) {
+            match key.lane(message.payload(), of) {
+                Some(lane) if lane == index => {}
+                // A key that panicked picks no worker: lane 0 counts it as dropped, as a
+                // keyed group's first mailbox does.
+                None if index == 0 => {
+                    trace::dropped(
+                        self.log.topic,
+                        message.seq(),
+                        &self.core.name,
+                        "key panicked",
+                    );
+                    Counters::bump(&self.core.counters.dropped);
+                    return false;
+                }
+                _ => {
+                    // Before the position moves, so `received` never reads it as unfinished.
+                    Counters::bump(&self.cursor.elsewhere);
+                    return false;
+                }
+            }
+        }
         let Some(filter) = &self.core.options.filter else {
             return true;
         };

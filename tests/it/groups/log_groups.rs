@@ -1,0 +1,257 @@
+//! Consumer groups on log topics (`#[topic(retain = ..)]`): a keyed group's workers each read
+//! the log at their own position and take the messages their key picks, so one key's history
+//! and live messages reach one worker, in order, each message once across the group.
+
+use super::identity_holds;
+use crate::support::{Latch, Seen, Signal};
+
+use std::collections::{HashMap, HashSet};
+use std::thread::ThreadId;
+
+use eventbus::{Bus, Message, Options, Overflow, Start, Topic};
+
+/// A log topic that keeps more than these tests publish.
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(retain = 1000)]
+struct Visit {
+    customer: u64,
+    n: u64,
+}
+
+fn customer(v: &Visit) -> u64 {
+    v.customer
+}
+
+/// What one handling saw: the customer, the message's seq, and which thread handled it.
+type Handled = (u64, u64, ThreadId);
+
+/// Checks what a keyed group handled: every seq in `expected` once, each customer's in seq
+/// order on one thread.
+fn check_keyed(seen: &[Handled], expected: std::ops::Range<u64>) {
+    let mut seqs: Vec<u64> = seen.iter().map(|h| h.1).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, expected.collect::<Vec<_>>(), "each message once");
+    let mut by_customer: HashMap<u64, Vec<(u64, ThreadId)>> = HashMap::new();
+    for &(customer, seq, thread) in seen {
+        by_customer.entry(customer).or_default().push((seq, thread));
+    }
+    for (customer, handled) in by_customer {
+        let seqs: Vec<u64> = handled.iter().map(|h| h.0).collect();
+        let mut sorted = seqs.clone();
+        sorted.sort_unstable();
+        assert_eq!(seqs, sorted, "customer {customer}: out of order");
+        let threads: HashSet<ThreadId> = handled.iter().map(|h| h.1).collect();
+        assert_eq!(threads.len(), 1, "customer {customer}: on {threads:?}");
+    }
+}
+
+/// Issue 26: a keyed group started late replays the log's history and goes on with the live
+/// messages, one key's on one worker in order, each message once across the group.
+#[test]
+fn a_keyed_group_replays_a_log_and_goes_on_live_one_key_per_worker_in_order() {
+    let bus = Bus::builder().build();
+    for n in 0..60 {
+        bus.publish(Visit { customer: n % 7, n }).unwrap();
+    }
+    let seen: Seen<Handled> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .name("visits")
+        .workers(3)
+        .key(customer)
+        .start(Start::Earliest);
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        record.push((m.customer, m.seq(), std::thread::current().id()));
+    });
+    std::thread::scope(|scope| {
+        for publisher in 0..2u64 {
+            let bus = &bus;
+            scope.spawn(move || {
+                for i in 0..40 {
+                    let n = 60 + publisher * 40 + i;
+                    bus.publish(Visit { customer: n % 7, n }).unwrap();
+                }
+            });
+        }
+    });
+    bus.close();
+    check_keyed(&seen.get(), 0..140);
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (140, 140), "{stats:?}");
+    assert_eq!(stats.workers.len(), 3);
+    let per_worker: u64 = stats.workers.iter().map(|w| w.delivered).sum();
+    assert_eq!(per_worker, 140);
+    let busy = stats.workers.iter().filter(|w| w.delivered > 0).count();
+    assert!(busy >= 2, "7 customers over 3 workers: {stats:?}");
+}
+
+/// A keyed group from `Start::Seq(n)` gets the history from `n` on, and a failing message is
+/// retried and dead-lettered by its own worker, the others going on.
+#[test]
+fn a_keyed_log_group_starts_at_a_seq_and_dead_letters_per_worker() {
+    let bus = Bus::builder().build();
+    for n in 0..30 {
+        bus.publish(Visit { customer: n % 3, n }).unwrap();
+    }
+    let seen: Seen<Handled> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(2)
+        .key(customer)
+        .start(Start::Seq(10))
+        .retries(1)
+        .backoff(std::time::Duration::from_millis(1));
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        record.push((m.customer, m.seq(), std::thread::current().id()));
+        if m.n % 10 == 5 {
+            return Err(format!("visit {} is bad", m.n));
+        }
+        Ok(())
+    });
+    for n in 30..40 {
+        bus.publish(Visit { customer: n % 3, n }).unwrap();
+    }
+    bus.close();
+    // Each bad one is seen twice (a retry): once in the check below.
+    let mut once = seen.get();
+    once.dedup_by_key(|h| h.1);
+    let mut firsts: Vec<Handled> = Vec::new();
+    for h in once {
+        if !firsts.iter().any(|f| f.1 == h.1) {
+            firsts.push(h);
+        }
+    }
+    check_keyed(&firsts, 10..40);
+    let letters: Vec<u64> = bus.dead_letters().iter().map(|l| l.seq()).collect();
+    let mut letters = letters;
+    letters.sort_unstable();
+    assert_eq!(letters, [15, 25, 35]);
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dead_lettered),
+        (30, 27, 3)
+    );
+}
+
+/// `Block` on a log: a worker `capacity` messages behind holds the publishers, per worker, as
+/// a single log subscription does; the held worker's key keeps its order when released.
+#[test]
+fn a_stuck_keyed_log_worker_holds_publishers_once_it_is_capacity_behind() {
+    let bus = Bus::builder().build();
+    let (release, started) = (Latch::new(), Signal::new());
+    let (gate, signal) = (release.clone(), started.clone());
+    let seen: Seen<Handled> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(2)
+        .key(customer)
+        .capacity(4)
+        .overflow(Overflow::Block);
+    bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        if m.n == 0 {
+            signal.send(0);
+            gate.wait();
+        }
+        record.push((m.customer, m.seq(), std::thread::current().id()));
+    });
+    bus.publish(Visit { customer: 0, n: 0 }).unwrap();
+    assert_eq!(started.next(), 0);
+    // The stuck worker's position stays at 0: at most `capacity` more are accepted.
+    let mut accepted = 1;
+    while bus
+        .try_publish(Visit {
+            customer: accepted % 2,
+            n: accepted,
+        })
+        .is_ok()
+    {
+        accepted += 1;
+        assert!(
+            accepted < 100,
+            "a stuck Block worker must hold the publishers"
+        );
+    }
+    assert!((2..=5).contains(&accepted), "accepted {accepted}");
+    release.open();
+    bus.close();
+    check_keyed(&seen.get(), 0..accepted);
+}
+
+/// What a log group cannot do yet is refused with what to do instead: a group without a
+/// key, and `DropOldest` (a worker cannot tell which trimmed messages were its own).
+#[test]
+fn a_keyless_or_drop_oldest_group_on_a_log_topic_is_refused_with_the_way_out() {
+    let bus = Bus::builder().build();
+    let handler = |_: &Message<Visit>| {};
+    let error = bus
+        .try_subscribe_group::<Visit>(Options::default().workers(2), handler)
+        .unwrap_err();
+    assert!(matches!(error, eventbus::SubscribeError::Group { .. }), "{error}");
+    assert!(error.to_string().contains("key"), "{error}");
+    let options = Options::default()
+        .workers(2)
+        .key(customer)
+        .overflow(Overflow::DropOldest);
+    let error = bus.try_subscribe_group::<Visit>(options, handler).unwrap_err();
+    assert!(matches!(error, eventbus::SubscribeError::Group { .. }), "{error}");
+    assert!(error.to_string().contains("Block"), "{error}");
+    assert!(bus.stats().subscriptions.is_empty());
+    bus.close();
+}
+
+/// The same with tasks: `subscribe_group_async` with a key on a log topic replays and goes
+/// on live, one key's messages in order by one task.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_keyed_group_replays_a_log_one_key_in_order() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    for n in 0..50 {
+        bus.publish(Visit { customer: n % 5, n }).unwrap();
+    }
+    let seen: Seen<(u64, u64)> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(3)
+        .key(customer)
+        .start(Start::Earliest);
+    let group = bus.subscribe_group_async(options, move |m: Message<Visit>| {
+        let record = record.clone();
+        async move {
+            tokio::task::yield_now().await;
+            record.push((m.customer, m.seq()));
+        }
+    });
+    runtime.block_on(async {
+        for n in 50..100 {
+            bus.publish_async(Visit { customer: n % 5, n })
+                .await
+                .unwrap();
+        }
+        bus.close_async().await;
+    });
+    let seen = seen.get();
+    let mut seqs: Vec<u64> = seen.iter().map(|h| h.1).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..100).collect::<Vec<_>>());
+    for customer in 0..5 {
+        let of: Vec<u64> = seen
+            .iter()
+            .filter(|h| h.0 == customer)
+            .map(|h| h.1)
+            .collect();
+        assert!(
+            of.windows(2).all(|w| w[0] < w[1]),
+            "customer {customer}: {of:?}"
+        );
+    }
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (100, 100));
+}
