@@ -59,6 +59,9 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::delivery::core::{Consumer, SubscriptionCore};
 
+/// The longest a `wait_idle` waits between two looks.
+pub(crate) const IDLE_RECHECK: Duration = Duration::from_millis(16);
+
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
 const CLOSED: u8 = 2;
@@ -289,6 +292,36 @@ impl Lifecycle {
         match self.activity() {
             Some(first) => self.activity() == Some(first),
             None => false,
+        }
+    }
+
+    /// Whether everything accepted so far is finished by every subscription, no publish or
+    /// subscribe under way (`Bus::wait_idle`): the drain look, with none of a close's side
+    /// effects. Takes its turn with the close's looks (see the module docs: a look's
+    /// `try_lock` on an order lock must never fail because of another look).
+    pub(crate) fn is_idle(&self) -> bool {
+        // Lock order: row 7 (`looking`); `running` inside, row 4 only tried; see engine/mod.rs.
+        let _looking = self.looking.lock();
+        self.drained()
+    }
+
+    /// Waits until [`is_idle`](Self::is_idle), or the deadline; whether it got there. Nothing
+    /// on the delivery path announces idleness (it would cost every message), so it looks
+    /// again after 1 ms, then ever less often, up to every 16 ms.
+    pub(crate) fn wait_idle(&self, deadline: Option<Instant>) -> bool {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if self.is_idle() {
+                return true;
+            }
+            let now = Instant::now();
+            let until = match deadline {
+                Some(deadline) if now >= deadline => return false,
+                Some(deadline) => deadline.min(now + pause),
+                None => now + pause,
+            };
+            std::thread::sleep(until.saturating_duration_since(now));
+            pause = (pause * 2).min(IDLE_RECHECK);
         }
     }
 

@@ -23,6 +23,7 @@ pub mod faults;
 pub mod filters;
 pub mod groups;
 pub mod hooks;
+pub mod idle;
 pub mod inline;
 pub mod layers;
 pub mod layout;

@@ -351,6 +351,50 @@ impl Bus {
         })
     }
 
+    /// Waits like [`wait_idle`](Bus::wait_idle), awaiting instead of blocking the thread:
+    /// on any runtime, a `current_thread` one included.
+    ///
+    /// # Panics
+    ///
+    /// Awaited inside one of this bus's handlers, which it would wait for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use eventbus::{Bus, Message, Options, Topic};
+    /// use std::sync::{atomic::{AtomicU64, Ordering}, Arc};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// struct Saved(u64);
+    ///
+    /// let bus = Bus::builder().build(); // takes this runtime
+    /// let total = Arc::new(AtomicU64::new(0));
+    /// let sum = Arc::clone(&total);
+    /// bus.subscribe_async(Options::default(), move |m: Message<Saved>| {
+    ///     let sum = Arc::clone(&sum);
+    ///     async move {
+    ///         tokio::task::yield_now().await;
+    ///         sum.fetch_add(m.0, Ordering::SeqCst);
+    ///     }
+    /// });
+    /// for i in 1..=4 {
+    ///     bus.publish_async(Saved(i)).await.unwrap();
+    /// }
+    /// bus.wait_idle_async().await;
+    /// assert_eq!(total.load(Ordering::SeqCst), 10);
+    /// bus.close_async().await;
+    /// # });
+    /// ```
+    pub async fn wait_idle_async(&self) {
+        self.refuse_to_wait_on_itself("wait_idle_async");
+        let mut pause = std::time::Duration::from_millis(1);
+        while !self.engine.lifecycle.is_idle() {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(crate::lifecycle::IDLE_RECHECK);
+        }
+    }
+
     /// Closes like [`close`](Bus::close), awaiting instead of blocking the thread.
     pub async fn close_async(&self) {
         self.close_async_within(None).await;

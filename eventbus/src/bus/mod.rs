@@ -662,6 +662,81 @@ impl Bus {
         close(&self.engine, Instant::now().checked_add(timeout))
     }
 
+    /// Waits until the bus is idle: every message accepted before and during the wait has
+    /// been handled by every subscription (delivered, dead-lettered or dropped), no handler
+    /// is running, no retry is pending, every log subscription has read to the end, and no
+    /// publish is under way. What tests need between a publish and an assert, with no sleep:
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let saved = Arc::new(Mutex::new(Vec::new()));
+    /// let rows = Arc::clone(&saved);
+    /// bus.subscribe::<OrderPlaced>(Options::default(), move |m: &Message<OrderPlaced>| {
+    ///     rows.lock().unwrap().push(m.id);
+    /// });
+    /// bus.publish(OrderPlaced { id: 7 }).unwrap();
+    /// bus.wait_idle();
+    /// assert_eq!(*saved.lock().unwrap(), [7]);
+    /// # bus.close();
+    /// ```
+    ///
+    /// It waits as long as handlers keep working: a handler that never returns, or one that
+    /// publishes forever, keeps it waiting (use [`wait_idle_timeout`](Bus::wait_idle_timeout)).
+    /// A stream counts as idle once its consumer has taken everything. It looks every few
+    /// milliseconds (1, growing to 16), so it returns up to that long after the last
+    /// delivery.
+    ///
+    /// # Panics
+    ///
+    /// Called inside one of this bus's handlers (it would wait for itself), or, with
+    /// feature `tokio`, on a `current_thread` runtime's thread, where waiting would stop the
+    /// bus's own tasks: use `wait_idle_async` there.
+    pub fn wait_idle(&self) {
+        self.wait_idle_until(None);
+    }
+
+    /// Waits like [`wait_idle`](Bus::wait_idle), at most `timeout`; whether the bus became
+    /// idle (false when it gave up).
+    ///
+    /// # Panics
+    ///
+    /// As [`wait_idle`](Bus::wait_idle).
+    pub fn wait_idle_timeout(&self, timeout: Duration) -> bool {
+        self.wait_idle_until(Instant::now().checked_add(timeout))
+    }
+
+    fn wait_idle_until(&self, deadline: Option<Instant>) -> bool {
+        self.refuse_to_wait_on_itself("wait_idle");
+        let lifecycle = &self.engine.lifecycle;
+        #[cfg(feature = "tokio")]
+        match crate::bus::asynchronous::on_runtime() {
+            Some(tokio::runtime::RuntimeFlavor::CurrentThread) => panic!(
+                "`Bus::wait_idle` on a tokio `current_thread` runtime's thread would stop the \
+                 bus's own tasks: use `wait_idle_async`"
+            ),
+            Some(_) => return tokio::task::block_in_place(|| lifecycle.wait_idle(deadline)),
+            None => {}
+        }
+        lifecycle.wait_idle(deadline)
+    }
+
+    /// Panics if the caller is one of this bus's handlers, which a wait for idle would wait
+    /// for: a worker's, or an inline one's (which holds its topic's order lock).
+    pub(crate) fn refuse_to_wait_on_itself(&self, what: &str) {
+        if crate::worker::current(self.engine.id).is_some() || crate::delivery::inline::inside() {
+            panic!(
+                "`Bus::{what}` inside one of this bus's handlers would wait for itself: a \
+                 handler is never idle while it runs"
+            );
+        }
+    }
+
     /// Whether the bus has stopped accepting publishes from outside its handlers.
     pub fn is_closed(&self) -> bool {
         !self.engine.lifecycle.is_open()

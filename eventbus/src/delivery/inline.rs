@@ -178,7 +178,7 @@ pub(crate) fn run<T: 'static>(
                 message.seq(),
                 &entry.core.name,
                 1,
-                &Cause::default(),
+                &Cause::none(),
             );
             attempt(|| run(message))
         };

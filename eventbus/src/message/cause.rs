@@ -24,6 +24,12 @@ impl Cause {
         }
     }
 
+    /// No span to follow (work already inside the publisher's span).
+    #[inline]
+    pub(crate) fn none() -> Cause {
+        Cause(None)
+    }
+
     pub(crate) fn id(&self) -> Option<&tracing::Id> {
         self.0.as_ref()
     }
@@ -38,6 +44,11 @@ pub(crate) struct Cause;
 impl Cause {
     #[inline(always)]
     pub(crate) fn current() -> Cause {
+        Cause
+    }
+
+    #[inline(always)]
+    pub(crate) fn none() -> Cause {
         Cause
     }
 }

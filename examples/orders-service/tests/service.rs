@@ -126,3 +126,29 @@ async fn an_order_the_database_refuses_becomes_a_dead_letter() {
     assert_eq!(saved(&pool, "orders").await, [1]);
     assert_eq!(saved(&pool, "outbox").await, [1, 2]);
 }
+
+/// Publish → `wait_idle_async()` → assert, with the service still running: no sleep, no
+/// polling, and no close needed to see what the subscribers did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_order_is_saved_once_the_bus_is_idle() {
+    let database = Database::new("idle");
+    let pool = database.pool().await;
+    let app = App {
+        bus: bus(pool.clone()),
+        pool: pool.clone(),
+    };
+    for id in 1..=20 {
+        assert_eq!(post_order(&app, id, "ada", 100).await, StatusCode::ACCEPTED);
+    }
+    app.bus.wait_idle_async().await;
+    let ids: Vec<i64> = (1..=20).collect();
+    assert_eq!(saved(&pool, "orders").await, ids);
+    assert_eq!(saved(&pool, "outbox").await, ids);
+    let counts = app.bus.state::<orders_service::Counts>().unwrap();
+    assert_eq!(counts.of("ada"), 20);
+    // Still open: another order goes through the same way.
+    assert_eq!(post_order(&app, 21, "ada", 100).await, StatusCode::ACCEPTED);
+    app.bus.wait_idle_async().await;
+    assert_eq!(saved(&pool, "orders").await.len(), 21);
+    shut_down(app).await;
+}

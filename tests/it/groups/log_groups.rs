@@ -188,14 +188,22 @@ fn a_keyless_or_drop_oldest_group_on_a_log_topic_is_refused_with_the_way_out() {
     let error = bus
         .try_subscribe_group::<Visit>(Options::default().workers(2), handler)
         .unwrap_err();
-    assert!(matches!(error, eventbus::SubscribeError::Group { .. }), "{error}");
+    assert!(
+        matches!(error, eventbus::SubscribeError::Group { .. }),
+        "{error}"
+    );
     assert!(error.to_string().contains("key"), "{error}");
     let options = Options::default()
         .workers(2)
         .key(customer)
         .overflow(Overflow::DropOldest);
-    let error = bus.try_subscribe_group::<Visit>(options, handler).unwrap_err();
-    assert!(matches!(error, eventbus::SubscribeError::Group { .. }), "{error}");
+    let error = bus
+        .try_subscribe_group::<Visit>(options, handler)
+        .unwrap_err();
+    assert!(
+        matches!(error, eventbus::SubscribeError::Group { .. }),
+        "{error}"
+    );
     assert!(error.to_string().contains("Block"), "{error}");
     assert!(bus.stats().subscriptions.is_empty());
     bus.close();
