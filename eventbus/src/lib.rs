@@ -554,6 +554,34 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! # 13. Testing
+//!
+//! Between a publish and an assert, wait for the bus, not for the clock:
+//! [`Bus::wait_idle`] returns once every message accepted so far is handled by every
+//! subscription (delivered, dead-lettered or dropped, no retry pending, every log reader at
+//! the end), [`Bus::wait_idle_timeout`] gives up after a while (`false`), and
+//! `wait_idle_async` (feature `tokio`) awaits. The bus stays open: publish more and wait
+//! again.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use eventbus::{Bus, Message, Options, Topic};
+//!
+//! #[derive(Topic, Debug)]
+//! pub struct OrderPlaced { pub id: u64 }
+//!
+//! let bus = Bus::builder().build();
+//! let emails = Arc::new(Mutex::new(Vec::new()));
+//! let outbox = Arc::clone(&emails);
+//! bus.subscribe::<OrderPlaced>(Options::default(), move |m: &Message<OrderPlaced>| {
+//!     outbox.lock().unwrap().push(format!("order {} is placed", m.id));
+//! });
+//! bus.publish(OrderPlaced { id: 7 }).unwrap();
+//! bus.wait_idle(); // no sleep, no polling
+//! assert_eq!(*emails.lock().unwrap(), ["order 7 is placed"]);
+//! # bus.close();
+//! ```
+//!
 //! # Features
 //!
 //! - `tokio`: async subscribers (tokio tasks), `publish_async`, `close_async`, streams
