@@ -643,3 +643,204 @@ fn export_stats(bus: &Bus) -> eventbus::SubscriptionStats {
         .find(|s| s.name == "nats-export:orders.placed");
     export.expect("the export subscription")
 }
+
+/// `copies` buses import "warehouse" from one exporter: what each copy received, in order,
+/// once the copies together received `n` messages (or a failure naming what came).
+async fn shared_import(
+    server: &Server,
+    copies: usize,
+    n: u64,
+) -> (Vec<Vec<u64>>, Bridge, Vec<Bridge>) {
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut importers = Vec::new();
+    for copy in 0..copies {
+        let warehouse = bus();
+        let tx = tx.clone();
+        warehouse.subscribe_async::<OrderPlaced, _, _, _>(
+            Options::default().name("test::receive"),
+            move |m: Message<OrderPlaced>| {
+                let _ = tx.send((copy, m.id));
+                async {}
+            },
+        );
+        let bridge = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+        bridge.import::<OrderPlaced>("warehouse").await.unwrap();
+        importers.push(bridge);
+    }
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    let deadline = Instant::now() + SHARED_DEADLINE;
+    let mut shares = vec![Vec::new(); copies];
+    let mut received = 0;
+    while received < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some((copy, id))) => {
+                shares[copy].push(id);
+                received += 1;
+            }
+            _ => panic!(
+                "{copies} copies received {received} of {n} messages within \
+                 {SHARED_DEADLINE:?} (a stall); each copy's count: {:?}",
+                shares.iter().map(Vec::len).collect::<Vec<_>>()
+            ),
+        }
+    }
+    (shares, exporter, importers)
+}
+
+/// How long copies sharing an import may take for 2,000 messages: a stall (a copy waiting
+/// for a message the server gave another) costs an ack wait (5 s) per gap, thousands of them.
+const SHARED_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Every id of `0..n` exactly once across the shares, and each share in increasing order.
+fn assert_split(shares: &[Vec<u64>], n: u64) {
+    for (copy, share) in shares.iter().enumerate() {
+        assert!(
+            share.windows(2).all(|w| w[0] < w[1]),
+            "copy {copy}'s share is not in stream order: {share:?}"
+        );
+    }
+    let mut all: Vec<u64> = shares.iter().flatten().copied().collect();
+    all.sort_unstable();
+    let missing: Vec<u64> = (0..n).filter(|id| all.binary_search(id).is_err()).collect();
+    let twice: Vec<u64> = all.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    assert!(
+        missing.is_empty() && twice.is_empty() && all.len() as u64 == n,
+        "missing: {missing:?}, twice: {twice:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_one_import_split_the_stream_each_message_once_each_share_in_order() {
+    for copies in [2, 3] {
+        let server = Server::start();
+        let n = 2_000;
+        let (shares, exporter, importers) = shared_import(&server, copies, n).await;
+        assert_split(&shares, n);
+        // The server did give each copy a share (else this would test a single importer).
+        assert!(
+            shares.iter().all(|share| !share.is_empty()),
+            "{copies} copies, counts {:?}",
+            shares.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        exporter.close().await.unwrap();
+        for importer in importers {
+            importer.close().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_closed_mid_stream_hands_its_unacknowledged_messages_to_the_others() {
+    let server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+
+    // The copy that closes: its subscriber stops at its 100th message until released, so
+    // its mailbox (capacity 4, `Block`) fills, its importer waits on the bus with a message
+    // in hand, and the pull buffer holds more, none of it acknowledged.
+    let leaving = bus();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let (stuck_tx, mut stuck) = mpsc::unbounded_channel();
+    let mut seen = 0;
+    let leaving_tx = tx.clone();
+    leaving.subscribe_async::<OrderPlaced, _, _, _>(
+        Options::default().name("test::receive").capacity(4),
+        move |m: Message<OrderPlaced>| {
+            let _ = leaving_tx.send((1, m.id));
+            seen += 1;
+            let mut released = released.clone();
+            let stuck_tx = (seen == 100).then(|| stuck_tx.clone());
+            async move {
+                if let Some(stuck_tx) = stuck_tx {
+                    let _ = stuck_tx.send(());
+                    let _ = released.wait_for(|r| *r).await;
+                }
+            }
+        },
+    );
+    let staying = bus();
+    staying.subscribe_async::<OrderPlaced, _, _, _>(
+        Options::default().name("test::receive"),
+        move |m: Message<OrderPlaced>| {
+            let _ = tx.send((0, m.id));
+            async {}
+        },
+    );
+    let mut bridges = Vec::new();
+    for warehouse in [&staying, &leaving] {
+        let bridge = Bridge::connect(warehouse, &server.url()).await.unwrap();
+        bridge.import::<OrderPlaced>("warehouse").await.unwrap();
+        bridges.push(bridge);
+    }
+    let leaving_bridge = bridges.pop().unwrap();
+    let n = 2_000;
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    tokio::time::timeout(PATIENCE, stuck.recv())
+        .await
+        .expect("the leaving copy never received its 100th message")
+        .unwrap();
+    // It closes with messages unacknowledged; then its bus delivers what it had accepted.
+    leaving_bridge.close().await.unwrap();
+    release.send(true).unwrap();
+
+    let deadline = Instant::now() + PATIENCE;
+    let mut shares = vec![Vec::new(); 2];
+    let mut received = 0;
+    while received < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some((copy, id))) => {
+                shares[copy].push(id);
+                received += 1;
+            }
+            _ => panic!(
+                "received {received} of {n} within {PATIENCE:?}; counts {:?}",
+                shares.iter().map(Vec::len).collect::<Vec<_>>()
+            ),
+        }
+    }
+    // The leaving copy's share is in order; the staying one's is not (what the other left
+    // unacknowledged came to it later), but together they hold every message once.
+    let (left_share, staying_share) = (&shares[1], &shares[0]);
+    assert!(left_share.windows(2).all(|w| w[0] < w[1]), "{left_share:?}");
+    assert!(
+        left_share.len() < n as usize / 2,
+        "the leaving copy handled {} messages: it left nothing to hand over",
+        left_share.len()
+    );
+    let mut all: Vec<u64> = shares.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert!(
+        all.iter().copied().eq(0..n),
+        "lost or twice; staying copy: {staying_share:?}"
+    );
+    nothing_more_shared(&mut rx, &shop, n).await;
+    exporter.close().await.unwrap();
+    for bridge in bridges {
+        bridge.close().await.unwrap();
+    }
+}
+
+/// Nothing more arrives at any copy while a marker makes the trip.
+async fn nothing_more_shared(
+    rx: &mut mpsc::UnboundedReceiver<(usize, u64)>,
+    bus: &Bus,
+    marker: u64,
+) {
+    bus.publish_async(OrderPlaced { id: marker }).await.unwrap();
+    let after = tokio::time::timeout(PATIENCE, rx.recv()).await;
+    assert!(
+        matches!(after, Ok(Some((_, id))) if id == marker),
+        "a message arrived twice: {after:?}"
+    );
+}
