@@ -708,7 +708,11 @@ fn assert_split(shares: &[Vec<u64>], n: u64) {
     let mut all: Vec<u64> = shares.iter().flatten().copied().collect();
     all.sort_unstable();
     let missing: Vec<u64> = (0..n).filter(|id| all.binary_search(id).is_err()).collect();
-    let twice: Vec<u64> = all.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    let twice: Vec<u64> = all
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
     assert!(
         missing.is_empty() && twice.is_empty() && all.len() as u64 == n,
         "missing: {missing:?}, twice: {twice:?}"

@@ -91,6 +91,35 @@
 //! stream sequence, payload the raw bytes as `Vec<u8>`) and is terminated on the server so it
 //! is not sent again.
 //!
+//! ## Copies of one import
+//!
+//! Any number of bridges, in one process or many, may import a topic under one name (two
+//! copies of a service): they share the durable consumer, so the server splits the stream
+//! between them, each message to one copy. Each copy handles its share in the order it
+//! arrives, which is stream order (the server hands each copy's pull requests their
+//! messages in stream order); there is no order across copies. What a copy had not acked
+//! when it stopped or died is sent to the others once its ack wait runs out: at least once.
+//!
+//! The strict order above cannot hold for a copy among others: from its side, a message
+//! the server gave another copy looks exactly like one lost on the way to it, and waiting
+//! for it stalls both (each waits an ack wait per gap). Neither the ack floor (another
+//! copy's message is unacked while it is in hand, as a lost one is) nor the consumer's
+//! count of waiting pull requests (one client may have several) tells them apart. So the
+//! copies register: each stores its entry in a registry stream before its first pull
+//! request, renews it every 5 s, and removes it when it stops (see `copies`). An importer
+//! that sees a gap reads the registry before waiting. This is sound: a message the server
+//! gave another copy was given to a pull request of that copy, made after its entry was
+//! stored, and before the later message this importer holds was given out; so the
+//! registry read after that lists the other copy. Listed with others, an importer handles
+//! what comes in the order it comes. Alone, it keeps the strict order; and going back to
+//! it (the others left) waits until the consumer has nothing unacked, so that nothing
+//! below the ack floor is still in another copy's hands. A crashed copy stays listed for
+//! up to 15 s (its entry's age limit), during which the others keep per-copy order; an
+//! entry that lapsed while its copy still runs (its bus held the importer for 15 s) only
+//! makes the others strict again, which is slower, never lossy: the strict order acks a
+//! message without handling it only below its expected one, which moves past a message
+//! only once this copy handled it or the ack floor passed it.
+//!
 //! An imported message is never exported again: the export subscriptions' filter refuses
 //! every message published by an importer (see `IMPORTING`), and an importer skips messages
 //! its own bridge exported (`Eventbus-Origin`).
@@ -134,9 +163,11 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+mod copies;
 mod error;
 mod export;
 mod import;
+mod streams;
 
 use crate::bus::subscription::Subscription;
 use crate::bus::Bus;
@@ -442,6 +473,10 @@ impl Bridge {
     /// missing, and resumed where it was if it exists), whose messages are published on the
     /// bus in the stream's order. Makes the topic's stream if it is missing.
     ///
+    /// Bridges importing `T` under one `name` (copies of one service, here or in other
+    /// processes) share the consumer: each message goes to one of them, each handles its
+    /// share in stream order (see [Copies of one import](self#copies-of-one-import)).
+    ///
     /// Subscribe to `T` on the bus first: the import publishes what the stream holds at once,
     /// and a mailbox topic keeps nothing for subscribers that come later.
     ///
@@ -500,6 +535,8 @@ impl Bridge {
             consumer: None,
             expected: 0,
             looked: None,
+            copies: copies::Copies::new(&stream_name(&subject(T::name())), name, &self.shared.id),
+            alone: true,
         };
         let task = self
             .shared
@@ -597,7 +634,8 @@ impl Drop for Bridge {
 }
 
 impl Shared {
-    /// Makes the topic's stream, or adds its subject to a stream of that name made otherwise.
+    /// Makes the topic's stream, or adds its subject to a stream of that name made otherwise;
+    /// another bridge making it at the same moment is no failure (see `streams`).
     async fn ensure_stream(&self, topic: &'static str) -> Result<stream::Stream, Error> {
         let subject = subject(topic);
         let config = stream::Config {
@@ -607,29 +645,13 @@ impl Shared {
             storage: stream::StorageType::File,
             ..Default::default()
         };
-        let refused = |what, error: Box<dyn std::error::Error + Send + Sync>| Error::Server {
-            topic,
-            what,
-            source: error,
-        };
-        let mut stream = self
-            .js
-            .get_or_create_stream(config)
+        streams::make_stream(&self.js, config)
             .await
-            .map_err(|e| refused("make the stream", Box::new(e)))?;
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| refused("describe the stream", Box::new(e)))?;
-        if !info.config.subjects.contains(&subject) {
-            let mut config = info.config.clone();
-            config.subjects.push(subject);
-            self.js
-                .update_stream(config)
-                .await
-                .map_err(|e| refused("update the stream", Box::new(e)))?;
-        }
-        Ok(stream)
+            .map_err(|(what, source)| Error::Server {
+                topic,
+                what,
+                source,
+            })
     }
 
     /// The durable consumer `name` on the topic's stream: made if missing, else as it is.
