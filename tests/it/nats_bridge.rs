@@ -31,10 +31,23 @@ struct Server {
     child: Option<Child>,
     port: u16,
     store: PathBuf,
+    /// A configuration file given with `-c`, if any.
+    config: Option<PathBuf>,
 }
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(None)
+    }
+
+    /// A server that only lets in `user` with `password`.
+    fn start_with_password(user: &str, password: &str) -> Server {
+        Server::start_with(Some(format!(
+            "authorization {{\n  user: \"{user}\"\n  password: \"{password}\"\n}}\n"
+        )))
+    }
+
+    fn start_with(config: Option<String>) -> Server {
         let store = std::env::temp_dir().join(format!(
             "eventbus-nats-{}-{}",
             std::process::id(),
@@ -42,10 +55,16 @@ impl Server {
         ));
         let _ = std::fs::remove_dir_all(&store);
         std::fs::create_dir_all(&store).unwrap();
+        let config = config.map(|text| {
+            let path = store.with_extension("conf");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
         let mut server = Server {
             child: None,
             port: free_port(),
             store,
+            config,
         };
         server.restart();
         server
@@ -66,7 +85,11 @@ impl Server {
     /// Starts the server on the same port and store, and waits until it is ready.
     fn restart(&mut self) {
         assert!(self.child.is_none(), "the server is running");
-        let child = Command::new("nats-server")
+        let mut command = Command::new("nats-server");
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args(["-js", "-a", "127.0.0.1", "-p"])
             .arg(self.port.to_string())
             .arg("-sd")
@@ -109,6 +132,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.store);
+        if let Some(config) = &self.config {
+            let _ = std::fs::remove_file(config);
+        }
     }
 }
 
@@ -847,4 +873,73 @@ async fn nothing_more_shared(
         matches!(after, Ok(Some((_, id))) if id == marker),
         "a message arrived twice: {after:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asking_for_a_password_lets_in_the_right_one_only() {
+    use eventbus::nats::ConnectOptions;
+
+    let server = Server::start_with_password("shop", "s3cret");
+    let (shop, warehouse) = (bus(), bus());
+    let right = || ConnectOptions::new().user_and_password("shop", "s3cret");
+    let exporter = Bridge::connect_with(&shop, &server.url(), right().name("shop"))
+        .await
+        .unwrap();
+    let importer = Bridge::connect_with(&warehouse, &server.url(), right())
+        .await
+        .unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let mut rx = receive(&warehouse);
+    shop.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+    assert_eq!(next_ids(&mut rx, 1).await, [1]);
+
+    // The password never shows in `Debug`.
+    let debug = format!("{:?}", right());
+    assert!(
+        !debug.contains("s3cret") && debug.contains("shop"),
+        "{debug}"
+    );
+
+    // No credentials, or a wrong password: a clear error, within the deadline.
+    let wrong = ConnectOptions::new().user_and_password("shop", "guess");
+    for options in [ConnectOptions::new(), wrong] {
+        let started = Instant::now();
+        let error = Bridge::connect_with(&bus(), &server.url(), options.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() <= Bridge::CONNECT_TIMEOUT + Duration::from_secs(1),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(error, Error::Auth { .. }),
+            "{options:?}: {error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("refused the credentials") && text.contains("authorization"),
+            "{text}"
+        );
+    }
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+}
+
+/// The client is re-exported: its types need no dependency of the caller's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_is_reexported() {
+    use eventbus::nats::async_nats;
+
+    let server = Server::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    shop.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+    exporter.close().await.unwrap();
+    let mut stream = js.get_stream("eventbus_orders_placed").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
 }

@@ -126,7 +126,11 @@
 //!
 //! # Failures
 //!
-//! [`Bridge::connect`] fails within [`Bridge::CONNECT_TIMEOUT`] if no server answers. A
+//! [`Bridge::connect`] fails within [`Bridge::CONNECT_TIMEOUT`] if no server answers;
+//! [`Bridge::connect_with`] takes [`ConnectOptions`] (user and password, token, credentials
+//! file, TLS, client name) and fails with [`Error::Auth`] if the server refuses them. The
+//! client is re-exported as [`async_nats`](mod@async_nats), so a program can use its types
+//! without matching its version. A
 //! connection lost later is made again by the client with backoff (doubling from 50 ms to
 //! 2 s); exports go on with the message in hand (de-duplicated by id), imports from the
 //! durable consumer's position. A crash of the importing process between the local publish
@@ -163,6 +167,7 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+mod connect;
 mod copies;
 mod error;
 mod export;
@@ -203,7 +208,25 @@ thread_local! {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+pub use connect::ConnectOptions;
 pub use error::Error;
+
+/// The NATS client the bridge is built on, re-exported so a program can use its types
+/// (to read a stream, say) without matching its version in its own `Cargo.toml`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use eventbus::nats::{async_nats, Bridge};
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+/// let js = async_nats::jetstream::new(client);
+/// let mut stream = js.get_stream("eventbus_orders_placed").await?;
+/// println!("{} orders in the stream", stream.info().await?.state.messages);
+/// # Ok(()) }
+/// ```
+pub use async_nats;
 
 /// A bus's link to a NATS JetStream server: topics exported to it, imported from it.
 ///
@@ -299,19 +322,64 @@ impl Bridge {
     /// # });
     /// ```
     pub async fn connect(bus: &Bus, url: &str) -> Result<Bridge, Error> {
+        Self::connect_with(bus, url, ConnectOptions::new()).await
+    }
+
+    /// Connects like [`connect`](Bridge::connect), to a server that asks for credentials
+    /// or TLS: see [`ConnectOptions`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Auth`] if the server refuses the credentials (or none were given and it
+    /// asks for some), within [`CONNECT_TIMEOUT`](Self::CONNECT_TIMEOUT); otherwise as
+    /// [`connect`](Bridge::connect) (a credentials file that cannot be read, a TLS
+    /// handshake that fails: [`Error::Connect`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::{Bridge, ConnectOptions, Error}, Bus};
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Error> {
+    /// let bus = Bus::builder().build();
+    /// let options = ConnectOptions::new().user_and_password("shop", "s3cret").name("shop");
+    /// match Bridge::connect_with(&bus, "nats://127.0.0.1:4222", options).await {
+    ///     Ok(bridge) => bridge.close().await?,
+    ///     Err(Error::Auth { .. }) => eprintln!("wrong user or password"),
+    ///     Err(error) => return Err(error),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(
+        bus: &Bus,
+        url: &str,
+        options: ConnectOptions,
+    ) -> Result<Bridge, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-        let connect = async_nats::ConnectOptions::new()
+        let refused = |source: BoxError| Error::Connect {
+            url: url.to_string(),
+            source,
+        };
+        let base = async_nats::ConnectOptions::new()
             .connection_timeout(Self::CONNECT_TIMEOUT)
             .request_timeout(Some(ACK_TIMEOUT))
-            .reconnect_delay_callback(|attempts| backoff(attempts as u32))
+            .reconnect_delay_callback(|attempts| backoff(attempts as u32));
+        let connect = options
+            .apply(base)
+            .await
+            .map_err(|e| refused(Box::new(e)))?
             .connect(url);
         let client = match tokio::time::timeout(Self::CONNECT_TIMEOUT, connect).await {
             Ok(Ok(client)) => client,
             Ok(Err(error)) => {
-                return Err(Error::Connect {
-                    url: url.to_string(),
-                    source: Box::new(error),
-                })
+                use async_nats::ConnectErrorKind::{Authentication, AuthorizationViolation};
+                if matches!(error.kind(), Authentication | AuthorizationViolation) {
+                    return Err(Error::Auth {
+                        url: url.to_string(),
+                        source: Box::new(error),
+                    });
+                }
+                return Err(refused(Box::new(error)));
             }
             Err(elapsed) => {
                 return Err(Error::Connect {
