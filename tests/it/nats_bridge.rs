@@ -943,3 +943,80 @@ async fn the_client_is_reexported() {
     let mut stream = js.get_stream("eventbus_orders_placed").await.unwrap();
     assert_eq!(stream.info().await.unwrap().state.messages, 1);
 }
+
+/// How many rounds the stream-making race runs; `EVENTBUS_NATS_ROUNDS` lowers it.
+fn race_rounds() -> u64 {
+    std::env::var("EVENTBUS_NATS_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(150)
+}
+
+/// Two bridges starting together both find no stream and both make it: the one that loses
+/// (JetStream 10058, name in use, or 10065, subjects overlap) takes the winner's stream.
+/// A server answers a create of an existing stream with the same config as a success, so
+/// the race only shows when the configs differ (another version of the bridge, an operator
+/// who made the stream by hand): here an interloper watches the JetStream API and makes the
+/// stream, with a longer age limit, the moment a bridge asks whether it exists. Each round
+/// deletes the stream, then two fresh bridges export the topic at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bridges_making_one_stream_at_once_both_succeed() {
+    use eventbus::nats::async_nats;
+
+    let server = Server::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let mut asks = client
+        .subscribe("$JS.API.STREAM.INFO.eventbus_orders_placed")
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let interloper = js.clone();
+    let (made_tx, mut made) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while next_message(&mut asks).await.is_some() {
+            let config = async_nats::jetstream::stream::Config {
+                name: "eventbus_orders_placed".into(),
+                subjects: vec![Bridge::subject::<OrderPlaced>()],
+                max_age: Duration::from_secs(3600),
+                ..Default::default()
+            };
+            let _ = made_tx.send(interloper.create_stream(config).await.is_ok());
+        }
+    });
+    let (east, west) = (bus(), bus());
+    let url = server.url();
+    let mut interloper_won = 0;
+    for round in 0..race_rounds() {
+        let _ = js.delete_stream("eventbus_orders_placed").await;
+        let (a, b) = tokio::join!(Bridge::connect(&east, &url), Bridge::connect(&west, &url));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (made_a, made_b) = tokio::join!(
+            tokio::spawn(async move { a.export::<OrderPlaced>().await.map(|()| a) }),
+            tokio::spawn(async move { b.export::<OrderPlaced>().await.map(|()| b) })
+        );
+        let (a, b) = match (made_a.unwrap(), made_b.unwrap()) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => panic!(
+                "round {round}: {:?} / {:?}",
+                a.err().map(|e| e.to_string()),
+                b.err().map(|e| e.to_string())
+            ),
+        };
+        while let Ok(won) = made.try_recv() {
+            interloper_won += u64::from(won);
+        }
+        a.close().await.unwrap();
+        b.close().await.unwrap();
+    }
+    // The race did happen: the interloper made the stream in most rounds.
+    assert!(
+        interloper_won * 2 >= race_rounds(),
+        "the interloper made the stream in {interloper_won} of {} rounds",
+        race_rounds()
+    );
+}
+
+async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
+}
