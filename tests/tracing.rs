@@ -236,14 +236,8 @@ fn a_thread_attempt_follows_from_the_span_that_published_its_message() {
     let links = recorded.links.lock().unwrap().clone();
     assert!(links.contains(&(attempt.clone(), request)), "{links:#?}");
     let events = recorded.events.lock().unwrap().clone();
-    let counted = events
-        .iter()
-        .find(|(fields, _)| fields.contains("placed=7"));
-    assert_eq!(
-        counted.map(|(_, span)| span.clone()),
-        Some(Some(attempt)),
-        "{events:#?}"
-    );
+    let counted = events.iter().find(|(fields, _)| fields.contains("placed=7"));
+    assert_eq!(counted.map(|(_, span)| span.clone()), Some(Some(attempt)), "{events:#?}");
 }
 
 /// Issue 32: each attempt of an async subscriber runs inside its own `eventbus.attempt` span,
@@ -303,11 +297,7 @@ fn an_async_attempt_is_a_span_across_its_awaits_that_follows_from_the_publisher(
         .into_iter()
         .filter(|(fields, _)| fields.contains("saved=9"))
         .map(|(fields, span)| {
-            let when = if fields.contains("before") {
-                "before"
-            } else {
-                "after"
-            };
+            let when = if fields.contains("before") { "before" } else { "after" };
             (when, span)
         })
         .collect();

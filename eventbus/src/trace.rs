@@ -161,8 +161,8 @@ mod on {
     pub(crate) fn closed(_: impl FnOnce() -> BusStats, _: bool) {}
 }
 
-#[cfg(feature = "tokio")]
-pub(crate) use on::attempt_async;
 #[cfg(feature = "tracing")]
 pub(crate) use on::unheard;
+#[cfg(feature = "tokio")]
+pub(crate) use on::attempt_async;
 pub(crate) use on::{attempt, closed, dead_letter, dropped, Cause};
