@@ -31,10 +31,23 @@ struct Server {
     child: Option<Child>,
     port: u16,
     store: PathBuf,
+    /// A configuration file given with `-c`, if any.
+    config: Option<PathBuf>,
 }
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(None)
+    }
+
+    /// A server that only lets in `user` with `password`.
+    fn start_with_password(user: &str, password: &str) -> Server {
+        Server::start_with(Some(format!(
+            "authorization {{\n  user: \"{user}\"\n  password: \"{password}\"\n}}\n"
+        )))
+    }
+
+    fn start_with(config: Option<String>) -> Server {
         let store = std::env::temp_dir().join(format!(
             "eventbus-nats-{}-{}",
             std::process::id(),
@@ -42,10 +55,16 @@ impl Server {
         ));
         let _ = std::fs::remove_dir_all(&store);
         std::fs::create_dir_all(&store).unwrap();
+        let config = config.map(|text| {
+            let path = store.with_extension("conf");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
         let mut server = Server {
             child: None,
             port: free_port(),
             store,
+            config,
         };
         server.restart();
         server
@@ -66,7 +85,11 @@ impl Server {
     /// Starts the server on the same port and store, and waits until it is ready.
     fn restart(&mut self) {
         assert!(self.child.is_none(), "the server is running");
-        let child = Command::new("nats-server")
+        let mut command = Command::new("nats-server");
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args(["-js", "-a", "127.0.0.1", "-p"])
             .arg(self.port.to_string())
             .arg("-sd")
@@ -109,6 +132,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.store);
+        if let Some(config) = &self.config {
+            let _ = std::fs::remove_file(config);
+        }
     }
 }
 
@@ -642,4 +668,355 @@ fn export_stats(bus: &Bus) -> eventbus::SubscriptionStats {
         .into_iter()
         .find(|s| s.name == "nats-export:orders.placed");
     export.expect("the export subscription")
+}
+
+/// `copies` buses import "warehouse" from one exporter: what each copy received, in order,
+/// once the copies together received `n` messages (or a failure naming what came).
+async fn shared_import(
+    server: &Server,
+    copies: usize,
+    n: u64,
+) -> (Vec<Vec<u64>>, Bridge, Vec<Bridge>) {
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut importers = Vec::new();
+    for copy in 0..copies {
+        let warehouse = bus();
+        let tx = tx.clone();
+        warehouse.subscribe_async::<OrderPlaced, _, _, _>(
+            Options::default().name("test::receive"),
+            move |m: Message<OrderPlaced>| {
+                let _ = tx.send((copy, m.id));
+                async {}
+            },
+        );
+        let bridge = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+        bridge.import::<OrderPlaced>("warehouse").await.unwrap();
+        importers.push(bridge);
+    }
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    let deadline = Instant::now() + SHARED_DEADLINE;
+    let mut shares = vec![Vec::new(); copies];
+    let mut received = 0;
+    while received < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some((copy, id))) => {
+                shares[copy].push(id);
+                received += 1;
+            }
+            _ => panic!(
+                "{copies} copies received {received} of {n} messages within \
+                 {SHARED_DEADLINE:?} (a stall); each copy's count: {:?}",
+                shares.iter().map(Vec::len).collect::<Vec<_>>()
+            ),
+        }
+    }
+    (shares, exporter, importers)
+}
+
+/// How long copies sharing an import may take for 2,000 messages: a stall (a copy waiting
+/// for a message the server gave another) costs an ack wait (5 s) per gap, thousands of them.
+const SHARED_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Every id of `0..n` exactly once across the shares, and each share in increasing order.
+fn assert_split(shares: &[Vec<u64>], n: u64) {
+    for (copy, share) in shares.iter().enumerate() {
+        assert!(
+            share.windows(2).all(|w| w[0] < w[1]),
+            "copy {copy}'s share is not in stream order: {share:?}"
+        );
+    }
+    let mut all: Vec<u64> = shares.iter().flatten().copied().collect();
+    all.sort_unstable();
+    let missing: Vec<u64> = (0..n).filter(|id| all.binary_search(id).is_err()).collect();
+    let twice: Vec<u64> = all
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    assert!(
+        missing.is_empty() && twice.is_empty() && all.len() as u64 == n,
+        "missing: {missing:?}, twice: {twice:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_one_import_split_the_stream_each_message_once_each_share_in_order() {
+    for copies in [2, 3] {
+        let server = Server::start();
+        let n = 2_000;
+        let (shares, exporter, importers) = shared_import(&server, copies, n).await;
+        assert_split(&shares, n);
+        // The server did give each copy a share (else this would test a single importer).
+        assert!(
+            shares.iter().all(|share| !share.is_empty()),
+            "{copies} copies, counts {:?}",
+            shares.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        exporter.close().await.unwrap();
+        for importer in importers {
+            importer.close().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_closed_mid_stream_hands_its_unacknowledged_messages_to_the_others() {
+    let server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+
+    // The copy that closes: its subscriber stops at its 100th message until released, so
+    // its mailbox (capacity 4, `Block`) fills, its importer waits on the bus with a message
+    // in hand, and the pull buffer holds more, none of it acknowledged.
+    let leaving = bus();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let (stuck_tx, mut stuck) = mpsc::unbounded_channel();
+    let mut seen = 0;
+    let leaving_tx = tx.clone();
+    leaving.subscribe_async::<OrderPlaced, _, _, _>(
+        Options::default().name("test::receive").capacity(4),
+        move |m: Message<OrderPlaced>| {
+            let _ = leaving_tx.send((1, m.id));
+            seen += 1;
+            let mut released = released.clone();
+            let stuck_tx = (seen == 100).then(|| stuck_tx.clone());
+            async move {
+                if let Some(stuck_tx) = stuck_tx {
+                    let _ = stuck_tx.send(());
+                    let _ = released.wait_for(|r| *r).await;
+                }
+            }
+        },
+    );
+    let staying = bus();
+    staying.subscribe_async::<OrderPlaced, _, _, _>(
+        Options::default().name("test::receive"),
+        move |m: Message<OrderPlaced>| {
+            let _ = tx.send((0, m.id));
+            async {}
+        },
+    );
+    let mut bridges = Vec::new();
+    for warehouse in [&staying, &leaving] {
+        let bridge = Bridge::connect(warehouse, &server.url()).await.unwrap();
+        bridge.import::<OrderPlaced>("warehouse").await.unwrap();
+        bridges.push(bridge);
+    }
+    let leaving_bridge = bridges.pop().unwrap();
+    let n = 2_000;
+    for id in 0..n {
+        shop.publish_async(OrderPlaced { id }).await.unwrap();
+    }
+    tokio::time::timeout(PATIENCE, stuck.recv())
+        .await
+        .expect("the leaving copy never received its 100th message")
+        .unwrap();
+    // It closes with messages unacknowledged; then its bus delivers what it had accepted.
+    leaving_bridge.close().await.unwrap();
+    release.send(true).unwrap();
+
+    let deadline = Instant::now() + PATIENCE;
+    let mut shares = vec![Vec::new(); 2];
+    let mut received = 0;
+    while received < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some((copy, id))) => {
+                shares[copy].push(id);
+                received += 1;
+            }
+            _ => panic!(
+                "received {received} of {n} within {PATIENCE:?}; counts {:?}",
+                shares.iter().map(Vec::len).collect::<Vec<_>>()
+            ),
+        }
+    }
+    // The leaving copy's share is in order; the staying one's is not (what the other left
+    // unacknowledged came to it later), but together they hold every message once.
+    let (left_share, staying_share) = (&shares[1], &shares[0]);
+    assert!(left_share.windows(2).all(|w| w[0] < w[1]), "{left_share:?}");
+    assert!(
+        left_share.len() < n as usize / 2,
+        "the leaving copy handled {} messages: it left nothing to hand over",
+        left_share.len()
+    );
+    let mut all: Vec<u64> = shares.iter().flatten().copied().collect();
+    all.sort_unstable();
+    assert!(
+        all.iter().copied().eq(0..n),
+        "lost or twice; staying copy: {staying_share:?}"
+    );
+    nothing_more_shared(&mut rx, &shop, n).await;
+    exporter.close().await.unwrap();
+    for bridge in bridges {
+        bridge.close().await.unwrap();
+    }
+}
+
+/// Nothing more arrives at any copy while a marker makes the trip.
+async fn nothing_more_shared(
+    rx: &mut mpsc::UnboundedReceiver<(usize, u64)>,
+    bus: &Bus,
+    marker: u64,
+) {
+    bus.publish_async(OrderPlaced { id: marker }).await.unwrap();
+    let after = tokio::time::timeout(PATIENCE, rx.recv()).await;
+    assert!(
+        matches!(after, Ok(Some((_, id))) if id == marker),
+        "a message arrived twice: {after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_asking_for_a_password_lets_in_the_right_one_only() {
+    use eventbus::nats::ConnectOptions;
+
+    let server = Server::start_with_password("shop", "s3cret");
+    let (shop, warehouse) = (bus(), bus());
+    let right = || ConnectOptions::new().user_and_password("shop", "s3cret");
+    let exporter = Bridge::connect_with(&shop, &server.url(), right().name("shop"))
+        .await
+        .unwrap();
+    let importer = Bridge::connect_with(&warehouse, &server.url(), right())
+        .await
+        .unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let mut rx = receive(&warehouse);
+    shop.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+    assert_eq!(next_ids(&mut rx, 1).await, [1]);
+
+    // The password never shows in `Debug`.
+    let debug = format!("{:?}", right());
+    assert!(
+        !debug.contains("s3cret") && debug.contains("shop"),
+        "{debug}"
+    );
+
+    // No credentials, or a wrong password: a clear error, within the deadline.
+    let wrong = ConnectOptions::new().user_and_password("shop", "guess");
+    for options in [ConnectOptions::new(), wrong] {
+        let started = Instant::now();
+        let error = Bridge::connect_with(&bus(), &server.url(), options.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() <= Bridge::CONNECT_TIMEOUT + Duration::from_secs(1),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(error, Error::Auth { .. }),
+            "{options:?}: {error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("refused the credentials") && text.contains("authorization"),
+            "{text}"
+        );
+    }
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+}
+
+/// The client is re-exported: its types need no dependency of the caller's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_is_reexported() {
+    use eventbus::nats::async_nats;
+
+    let server = Server::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    shop.publish_async(OrderPlaced { id: 1 }).await.unwrap();
+    exporter.close().await.unwrap();
+    let mut stream = js.get_stream("eventbus_orders_placed").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+}
+
+/// How many rounds the stream-making race runs; `EVENTBUS_NATS_ROUNDS` lowers it.
+fn race_rounds() -> u64 {
+    std::env::var("EVENTBUS_NATS_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(150)
+}
+
+/// Two bridges starting together both find no stream and both make it: the one that loses
+/// (JetStream 10058, name in use, or 10065, subjects overlap) takes the winner's stream.
+/// A server answers a create of an existing stream with the same config as a success, so
+/// the race only shows when the configs differ (another version of the bridge, an operator
+/// who made the stream by hand): here an interloper watches the JetStream API and makes the
+/// stream, with a longer age limit, the moment a bridge asks whether it exists. Each round
+/// deletes the stream, then two fresh bridges export the topic at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bridges_making_one_stream_at_once_both_succeed() {
+    use eventbus::nats::async_nats;
+
+    let server = Server::start();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let mut asks = client
+        .subscribe("$JS.API.STREAM.INFO.eventbus_orders_placed")
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let interloper = js.clone();
+    let (made_tx, mut made) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while next_message(&mut asks).await.is_some() {
+            let config = async_nats::jetstream::stream::Config {
+                name: "eventbus_orders_placed".into(),
+                subjects: vec![Bridge::subject::<OrderPlaced>()],
+                max_age: Duration::from_secs(3600),
+                ..Default::default()
+            };
+            let _ = made_tx.send(interloper.create_stream(config).await.is_ok());
+        }
+    });
+    let (east, west) = (bus(), bus());
+    let url = server.url();
+    let mut interloper_won = 0;
+    for round in 0..race_rounds() {
+        let _ = js.delete_stream("eventbus_orders_placed").await;
+        let (a, b) = tokio::join!(Bridge::connect(&east, &url), Bridge::connect(&west, &url));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (made_a, made_b) = tokio::join!(
+            tokio::spawn(async move { a.export::<OrderPlaced>().await.map(|()| a) }),
+            tokio::spawn(async move { b.export::<OrderPlaced>().await.map(|()| b) })
+        );
+        let (a, b) = match (made_a.unwrap(), made_b.unwrap()) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => panic!(
+                "round {round}: {:?} / {:?}",
+                a.err().map(|e| e.to_string()),
+                b.err().map(|e| e.to_string())
+            ),
+        };
+        while let Ok(won) = made.try_recv() {
+            interloper_won += u64::from(won);
+        }
+        a.close().await.unwrap();
+        b.close().await.unwrap();
+    }
+    // The race did happen: the interloper made the stream in most rounds.
+    assert!(
+        interloper_won * 2 >= race_rounds(),
+        "the interloper made the stream in {interloper_won} of {} rounds",
+        race_rounds()
+    );
+}
+
+async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
+    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }

@@ -18,6 +18,14 @@ pub enum Error {
         /// What went wrong.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The server refused the credentials (a wrong user, password or token, or none given
+    /// to a server that asks for them).
+    Auth {
+        /// The address given to [`Bridge::connect_with`](super::Bridge::connect_with).
+        url: String,
+        /// The client's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The server refused to make or update the topic's stream or consumer.
     Server {
         /// The topic.
@@ -69,6 +77,12 @@ impl fmt::Display for Error {
             Error::Connect { url, source } => {
                 write!(f, "cannot connect to the NATS server at `{url}`: {source}")
             }
+            Error::Auth { url, source } => write!(
+                f,
+                "the NATS server at `{url}` refused the credentials (authorization failed: \
+                 check the user and password, token or credentials file in `ConnectOptions`): \
+                 {source}"
+            ),
             Error::Server {
                 topic,
                 what,
@@ -112,7 +126,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Connect { source, .. } | Error::Server { source, .. } => Some(&**source),
+            Error::Connect { source, .. }
+            | Error::Auth { source, .. }
+            | Error::Server { source, .. } => Some(&**source),
             Error::Subscribe(error) => Some(error),
             _ => None,
         }

@@ -2,6 +2,7 @@
 //! publishes each message on the bus in the stream's order, acking it once the bus took it.
 
 use super::*;
+use copies::{Copies, REFRESH};
 
 /// How many messages an import's consumer may have sent and not had acked.
 pub(super) const IMPORT_WINDOW: i64 = 1024;
@@ -29,6 +30,11 @@ pub(super) struct Importer {
     pub(super) expected: u64,
     /// When the importer last asked for the ack floor while waiting for a missing message.
     pub(super) looked: Option<std::time::Instant>,
+    /// This copy's entry in the registry of the import's copies.
+    pub(super) copies: Copies,
+    /// Whether this copy is the import's only one as far as it knows: it keeps the strict
+    /// order then; with others it handles its share in the order it arrives.
+    pub(super) alone: bool,
 }
 
 /// Why an importer stopped handling messages.
@@ -42,6 +48,15 @@ pub(super) enum Stop {
 impl Importer {
     pub(super) async fn run<T: Topic + DeserializeOwned>(
         mut self,
+        consumer: consumer::PullConsumer,
+        stopped: tokio::sync::watch::Receiver<bool>,
+    ) {
+        self.serve::<T>(consumer, stopped).await;
+        self.copies.leave(&self.shared.js).await;
+    }
+
+    async fn serve<T: Topic + DeserializeOwned>(
+        &mut self,
         consumer: consumer::PullConsumer,
         mut stopped: tokio::sync::watch::Receiver<bool>,
     ) {
@@ -92,7 +107,13 @@ impl Importer {
                 consumer.await.ok()?
             }
         };
-        let floor = consumer.info().await.ok()?.ack_floor.stream_sequence;
+        // Registered (and acked) before the first pull request: any message the server
+        // gives this copy, it gives after the registry lists it.
+        self.copies.register(&self.shared.js).await.ok()?;
+        let info = consumer.info().await.ok()?.clone();
+        let others = self.copies.others(&self.shared.js).await;
+        self.review(&info, others.unwrap_or(!self.alone));
+        let floor = info.ack_floor.stream_sequence;
         self.expected = self.expected.max(floor + 1);
         self.consumer = Some(consumer.clone());
         consumer
@@ -110,9 +131,16 @@ impl Importer {
         messages: &mut consumer::pull::Stream,
         stopped: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Stop {
+        let mut refresh = tokio::time::interval(REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh.tick().await;
         loop {
             let next = tokio::select! {
                 next = next(messages) => next,
+                _ = refresh.tick() => {
+                    self.refresh().await;
+                    continue;
+                }
                 _ = stopped.changed() => return Stop::Done,
             };
             let message = match next {
@@ -130,6 +158,38 @@ impl Importer {
         }
     }
 
+    /// Renews this copy's registration and looks at the others (see [`review`](Self::review)).
+    pub(super) async fn refresh(&mut self) {
+        let _ = self.copies.register(&self.shared.js).await;
+        let Some(others) = self.copies.others(&self.shared.js).await else {
+            return;
+        };
+        let Some(consumer) = &mut self.consumer else {
+            return;
+        };
+        if let Ok(info) = consumer.info().await {
+            let info = info.clone();
+            self.review(&info, others);
+        }
+    }
+
+    /// Chooses the order to keep. With other copies, this one handles what it is given in
+    /// the order it comes (each copy's share in stream order, none across copies). Alone
+    /// again, it goes back to the strict order only once the consumer has nothing
+    /// unacknowledged (the ack floor has reached the last message delivered): what the
+    /// others held unacknowledged comes again later, below messages this copy handled, and
+    /// the strict order would wait for each of them; with nothing pending, everything
+    /// below the floor is settled and the strict order starts right after it.
+    pub(super) fn review(&mut self, info: &consumer::Info, others: bool) {
+        if others {
+            self.alone = false;
+        } else if !self.alone && info.ack_floor.stream_sequence >= info.delivered.stream_sequence {
+            self.alone = true;
+            self.expected = self.expected.max(info.ack_floor.stream_sequence + 1);
+            self.looked = None;
+        }
+    }
+
     /// Before waiting for a missing message to be sent again, asks the server whether it
     /// is handled already: everything up to the consumer's ack floor is (acked, terminated,
     /// or deleted from the stream), which covers a message acked in an earlier run after one
@@ -142,6 +202,12 @@ impl Importer {
             return;
         }
         self.looked = Some(std::time::Instant::now());
+        // The missing message may be another copy's: then it is not missing.
+        if self.copies.others(&self.shared.js).await == Some(true) {
+            self.alone = false;
+            self.looked = None;
+            return;
+        }
         let Some(consumer) = &mut self.consumer else {
             return;
         };
@@ -165,14 +231,14 @@ impl Importer {
             Ok(info) => info.stream_sequence,
             Err(_) => return Some(Stop::Again),
         };
-        if seq > self.expected {
+        if self.alone && seq > self.expected {
             self.look_past_gap().await;
         }
-        if seq < self.expected {
+        if self.alone && seq < self.expected {
             let _ = message.ack().await;
             return None;
         }
-        if seq > self.expected {
+        if self.alone && seq > self.expected {
             // Not acked: it comes again, after the missing one.
             return None;
         }
@@ -183,7 +249,7 @@ impl Importer {
             .and_then(|h| h.get(ORIGIN_HEADER))
             .map(|v| v.as_str() == self.shared.id);
         if origin == Some(true) {
-            self.expected = seq + 1;
+            self.done(seq);
             let _ = message.ack().await;
             return None;
         }
@@ -202,7 +268,7 @@ impl Importer {
                     message.payload.to_vec(),
                 );
                 self.bus.record_dead_letter(letter);
-                self.expected = seq + 1;
+                self.done(seq);
                 // Terminated, so it is never sent again.
                 let _ = message.ack_with(AckKind::Term).await;
                 return None;
@@ -231,9 +297,10 @@ impl Importer {
                 }
             }
         };
+        drop(publish);
         match published {
             Ok(_) => {
-                self.expected = seq + 1;
+                self.done(seq);
                 let _ = message.ack().await;
                 None
             }
@@ -248,7 +315,7 @@ impl Importer {
                     message.payload.to_vec(),
                 );
                 self.bus.record_dead_letter(letter);
-                self.expected = seq + 1;
+                self.done(seq);
                 let _ = message.ack_with(AckKind::Term).await;
                 None
             }
@@ -256,6 +323,14 @@ impl Importer {
             // not acked, so sent again to the next run.
             Err(_) => Some(Stop::Done),
         }
+    }
+}
+
+impl Importer {
+    /// `seq` is handled: the next expected is after it (a copy among others may be given
+    /// a lower one later, sent again from a copy that stopped).
+    fn done(&mut self, seq: u64) {
+        self.expected = self.expected.max(seq + 1);
     }
 }
 

@@ -91,13 +91,46 @@
 //! stream sequence, payload the raw bytes as `Vec<u8>`) and is terminated on the server so it
 //! is not sent again.
 //!
+//! ## Copies of one import
+//!
+//! Any number of bridges, in one process or many, may import a topic under one name (two
+//! copies of a service): they share the durable consumer, so the server splits the stream
+//! between them, each message to one copy. Each copy handles its share in the order it
+//! arrives, which is stream order (the server hands each copy's pull requests their
+//! messages in stream order); there is no order across copies. What a copy had not acked
+//! when it stopped or died is sent to the others once its ack wait runs out: at least once.
+//!
+//! The strict order above cannot hold for a copy among others: from its side, a message
+//! the server gave another copy looks exactly like one lost on the way to it, and waiting
+//! for it stalls both (each waits an ack wait per gap). Neither the ack floor (another
+//! copy's message is unacked while it is in hand, as a lost one is) nor the consumer's
+//! count of waiting pull requests (one client may have several) tells them apart. So the
+//! copies register: each stores its entry in a registry stream before its first pull
+//! request, renews it every 5 s, and removes it when it stops (see `copies`). An importer
+//! that sees a gap reads the registry before waiting. This is sound: a message the server
+//! gave another copy was given to a pull request of that copy, made after its entry was
+//! stored, and before the later message this importer holds was given out; so the
+//! registry read after that lists the other copy. Listed with others, an importer handles
+//! what comes in the order it comes. Alone, it keeps the strict order; and going back to
+//! it (the others left) waits until the consumer has nothing unacked, so that nothing
+//! below the ack floor is still in another copy's hands. A crashed copy stays listed for
+//! up to 15 s (its entry's age limit), during which the others keep per-copy order; an
+//! entry that lapsed while its copy still runs (its bus held the importer for 15 s) only
+//! makes the others strict again, which is slower, never lossy: the strict order acks a
+//! message without handling it only below its expected one, which moves past a message
+//! only once this copy handled it or the ack floor passed it.
+//!
 //! An imported message is never exported again: the export subscriptions' filter refuses
 //! every message published by an importer (see `IMPORTING`), and an importer skips messages
 //! its own bridge exported (`Eventbus-Origin`).
 //!
 //! # Failures
 //!
-//! [`Bridge::connect`] fails within [`Bridge::CONNECT_TIMEOUT`] if no server answers. A
+//! [`Bridge::connect`] fails within [`Bridge::CONNECT_TIMEOUT`] if no server answers;
+//! [`Bridge::connect_with`] takes [`ConnectOptions`] (user and password, token, credentials
+//! file, TLS, client name) and fails with [`Error::Auth`] if the server refuses them. The
+//! client is re-exported as [`async_nats`](mod@async_nats), so a program can use its types
+//! without matching its version. A
 //! connection lost later is made again by the client with backoff (doubling from 50 ms to
 //! 2 s); exports go on with the message in hand (de-duplicated by id), imports from the
 //! durable consumer's position. A crash of the importing process between the local publish
@@ -134,9 +167,12 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+mod connect;
+mod copies;
 mod error;
 mod export;
 mod import;
+mod streams;
 
 use crate::bus::subscription::Subscription;
 use crate::bus::Bus;
@@ -172,7 +208,25 @@ thread_local! {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+pub use connect::ConnectOptions;
 pub use error::Error;
+
+/// The NATS client the bridge is built on, re-exported so a program can use its types
+/// (to read a stream, say) without matching its version in its own `Cargo.toml`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use eventbus::nats::{async_nats, Bridge};
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = async_nats::connect("nats://127.0.0.1:4222").await?;
+/// let js = async_nats::jetstream::new(client);
+/// let mut stream = js.get_stream("eventbus_orders_placed").await?;
+/// println!("{} orders in the stream", stream.info().await?.state.messages);
+/// # Ok(()) }
+/// ```
+pub use async_nats;
 
 /// A bus's link to a NATS JetStream server: topics exported to it, imported from it.
 ///
@@ -268,19 +322,64 @@ impl Bridge {
     /// # });
     /// ```
     pub async fn connect(bus: &Bus, url: &str) -> Result<Bridge, Error> {
+        Self::connect_with(bus, url, ConnectOptions::new()).await
+    }
+
+    /// Connects like [`connect`](Bridge::connect), to a server that asks for credentials
+    /// or TLS: see [`ConnectOptions`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Auth`] if the server refuses the credentials (or none were given and it
+    /// asks for some), within [`CONNECT_TIMEOUT`](Self::CONNECT_TIMEOUT); otherwise as
+    /// [`connect`](Bridge::connect) (a credentials file that cannot be read, a TLS
+    /// handshake that fails: [`Error::Connect`]).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::{Bridge, ConnectOptions, Error}, Bus};
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Error> {
+    /// let bus = Bus::builder().build();
+    /// let options = ConnectOptions::new().user_and_password("shop", "s3cret").name("shop");
+    /// match Bridge::connect_with(&bus, "nats://127.0.0.1:4222", options).await {
+    ///     Ok(bridge) => bridge.close().await?,
+    ///     Err(Error::Auth { .. }) => eprintln!("wrong user or password"),
+    ///     Err(error) => return Err(error),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(
+        bus: &Bus,
+        url: &str,
+        options: ConnectOptions,
+    ) -> Result<Bridge, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-        let connect = async_nats::ConnectOptions::new()
+        let refused = |source: BoxError| Error::Connect {
+            url: url.to_string(),
+            source,
+        };
+        let base = async_nats::ConnectOptions::new()
             .connection_timeout(Self::CONNECT_TIMEOUT)
             .request_timeout(Some(ACK_TIMEOUT))
-            .reconnect_delay_callback(|attempts| backoff(attempts as u32))
+            .reconnect_delay_callback(|attempts| backoff(attempts as u32));
+        let connect = options
+            .apply(base)
+            .await
+            .map_err(|e| refused(Box::new(e)))?
             .connect(url);
         let client = match tokio::time::timeout(Self::CONNECT_TIMEOUT, connect).await {
             Ok(Ok(client)) => client,
             Ok(Err(error)) => {
-                return Err(Error::Connect {
-                    url: url.to_string(),
-                    source: Box::new(error),
-                })
+                use async_nats::ConnectErrorKind::{Authentication, AuthorizationViolation};
+                if matches!(error.kind(), Authentication | AuthorizationViolation) {
+                    return Err(Error::Auth {
+                        url: url.to_string(),
+                        source: Box::new(error),
+                    });
+                }
+                return Err(refused(Box::new(error)));
             }
             Err(elapsed) => {
                 return Err(Error::Connect {
@@ -442,6 +541,10 @@ impl Bridge {
     /// missing, and resumed where it was if it exists), whose messages are published on the
     /// bus in the stream's order. Makes the topic's stream if it is missing.
     ///
+    /// Bridges importing `T` under one `name` (copies of one service, here or in other
+    /// processes) share the consumer: each message goes to one of them, each handles its
+    /// share in stream order (see [Copies of one import](self#copies-of-one-import)).
+    ///
     /// Subscribe to `T` on the bus first: the import publishes what the stream holds at once,
     /// and a mailbox topic keeps nothing for subscribers that come later.
     ///
@@ -500,6 +603,8 @@ impl Bridge {
             consumer: None,
             expected: 0,
             looked: None,
+            copies: copies::Copies::new(&stream_name(&subject(T::name())), name, &self.shared.id),
+            alone: true,
         };
         let task = self
             .shared
@@ -597,7 +702,8 @@ impl Drop for Bridge {
 }
 
 impl Shared {
-    /// Makes the topic's stream, or adds its subject to a stream of that name made otherwise.
+    /// Makes the topic's stream, or adds its subject to a stream of that name made otherwise;
+    /// another bridge making it at the same moment is no failure (see `streams`).
     async fn ensure_stream(&self, topic: &'static str) -> Result<stream::Stream, Error> {
         let subject = subject(topic);
         let config = stream::Config {
@@ -607,29 +713,13 @@ impl Shared {
             storage: stream::StorageType::File,
             ..Default::default()
         };
-        let refused = |what, error: Box<dyn std::error::Error + Send + Sync>| Error::Server {
-            topic,
-            what,
-            source: error,
-        };
-        let mut stream = self
-            .js
-            .get_or_create_stream(config)
+        streams::make_stream(&self.js, config)
             .await
-            .map_err(|e| refused("make the stream", Box::new(e)))?;
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| refused("describe the stream", Box::new(e)))?;
-        if !info.config.subjects.contains(&subject) {
-            let mut config = info.config.clone();
-            config.subjects.push(subject);
-            self.js
-                .update_stream(config)
-                .await
-                .map_err(|e| refused("update the stream", Box::new(e)))?;
-        }
-        Ok(stream)
+            .map_err(|(what, source)| Error::Server {
+                topic,
+                what,
+                source,
+            })
     }
 
     /// The durable consumer `name` on the topic's stream: made if missing, else as it is.

@@ -1,0 +1,80 @@
+//! Making a stream that another bridge may be making at the same moment ([`make_stream`]):
+//! "already made" answers from the server are read as "someone made it", and the stream is
+//! then fetched (and its subjects updated) instead.
+
+use super::*;
+
+/// JetStream's "stream name already in use" (another bridge made it first, with another
+/// config, such as another order of subjects).
+const NAME_IN_USE: jetstream::ErrorCode = jetstream::ErrorCode(10058);
+/// JetStream's "subjects overlap with an existing stream": the same stream made by another
+/// bridge between our look and our create.
+const SUBJECTS_OVERLAP: jetstream::ErrorCode = jetstream::ErrorCode(10065);
+/// How many times a create that lost a race looks again for the stream it lost to.
+const RACES: u32 = 5;
+
+/// The stream `config` names: fetched if it exists (with `config`'s first subject added if
+/// missing), made otherwise.
+///
+/// Two bridges starting together both find no stream and both create it; the loser gets
+/// 10058 or 10065. It looks again, and finds the winner's stream. A 10065 that persists
+/// (the subject belongs to a stream of another name) is an error after [`RACES`] looks.
+pub(super) async fn make_stream(
+    js: &jetstream::Context,
+    config: stream::Config,
+) -> Result<stream::Stream, (&'static str, BoxError)> {
+    let subject = config.subjects.first().cloned();
+    let mut races = 0;
+    loop {
+        match js.get_stream(&config.name).await {
+            Ok(stream) => return with_subject(js, stream, subject).await,
+            Err(error) if !not_found(&error) => {
+                return Err(("describe the stream", Box::new(error)))
+            }
+            Err(_) => {}
+        }
+        match js.create_stream(config.clone()).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) if races < RACES && lost_race(&error) => races += 1,
+            Err(error) => return Err(("make the stream", Box::new(error))),
+        }
+    }
+}
+
+/// `stream`, its subjects updated to hold `subject` if they do not.
+async fn with_subject(
+    js: &jetstream::Context,
+    stream: stream::Stream,
+    subject: Option<String>,
+) -> Result<stream::Stream, (&'static str, BoxError)> {
+    let Some(subject) = subject else {
+        return Ok(stream);
+    };
+    let info = stream.cached_info();
+    if info.config.subjects.contains(&subject) {
+        return Ok(stream);
+    }
+    let mut config = info.config.clone();
+    config.subjects.push(subject);
+    js.update_stream(config)
+        .await
+        .map_err(|e| ("update the stream", Box::new(e) as BoxError))?;
+    Ok(stream)
+}
+
+fn not_found(error: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        error.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(e)
+            if e.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}
+
+/// Whether a create failed because another bridge made the stream meanwhile.
+fn lost_race(error: &jetstream::context::CreateStreamError) -> bool {
+    matches!(
+        error.kind(),
+        jetstream::context::CreateStreamErrorKind::JetStream(e)
+            if [NAME_IN_USE, SUBJECTS_OVERLAP].contains(&e.error_code())
+    )
+}
