@@ -344,25 +344,76 @@ async fn a_poison_payload_is_a_dead_letter_on_the_importer_and_the_stream_goes_o
     importer.close().await.unwrap();
 }
 
-/// A log topic's subscriptions filter on their worker, where the bridge cannot tell an
-/// imported message from a local one: its export is refused, with a reason, before anything
-/// is made on the server.
+/// Issue 26: log topics across processes. The shop exports a log topic; the warehouse
+/// imports it into its own log topic and exports it too. A subscriber that comes later on
+/// the warehouse replays what was imported, in order, and nothing imported goes back out:
+/// the mark that a message was imported is kept in the message, where the export's worker
+/// reads it (a log topic's filter would run on that worker, not on the importer's thread).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_log_topic_cannot_be_exported() {
-    #[derive(eventbus::Topic, serde::Serialize)]
-    #[topic(name = "orders.history", retain = 100)]
+async fn a_log_topic_crosses_processes_and_replays_on_the_importing_side() {
+    #[derive(eventbus::Topic, serde::Serialize, serde::Deserialize, Debug)]
+    #[topic(name = "orders.history", retain = 1000)]
     struct History {
         id: u64,
     }
     let server = Server::start();
-    let shop = bus();
-    let bridge = Bridge::connect(&shop, &server.url()).await.unwrap();
-    let error = bridge.export::<History>().await.unwrap_err();
-    assert!(matches!(error, Error::LogTopic { .. }), "{error:?}");
-    assert!(error.to_string().contains("keeps a log"), "{error}");
-    assert!(shop.stats().subscriptions.is_empty());
-    shop.publish_async(History { id: 1 }).await.unwrap();
-    bridge.close().await.unwrap();
+    let (shop, warehouse) = (bus(), bus());
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    exporter.export::<History>().await.unwrap();
+    importer.import::<History>("warehouse").await.unwrap();
+    importer.export::<History>().await.unwrap();
+    let n = 300;
+    // A live subscriber on the warehouse says when everything imported is in its log.
+    let (live_tx, mut live) = mpsc::unbounded_channel();
+    warehouse.subscribe_async::<History, _, _, _>(
+        Options::default(),
+        move |m: Message<History>| {
+            let _ = live_tx.send(m.id);
+            async {}
+        },
+    );
+    for id in 0..n {
+        shop.publish_async(History { id }).await.unwrap();
+    }
+    let arrived = next_ids(&mut live, n as usize).await;
+    assert!(
+        arrived.iter().copied().eq(0..n),
+        "imported out of order: {arrived:?}"
+    );
+    // A subscriber that comes later replays the imported history from the log.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    warehouse.subscribe_async::<History, _, _, _>(
+        Options::default().start(eventbus::Start::Earliest),
+        move |m: Message<History>| {
+            let _ = tx.send(m.id);
+            async {}
+        },
+    );
+    let ids = next_ids(&mut rx, n as usize).await;
+    assert!(
+        ids.iter().copied().eq(0..n),
+        "replayed out of order: {ids:?}"
+    );
+    warehouse.wait_idle_async().await;
+    // Nothing imported went back out: the warehouse's export read all n and sent none.
+    let stats = warehouse.stats();
+    let export = stats
+        .subscriptions
+        .iter()
+        .find(|s| s.name == "nats-export:orders.history")
+        .expect("the export subscription");
+    assert_eq!((export.received, export.delivered), (n, n), "{export:?}");
+    drop(live);
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+    let raw = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let mut stream = raw.get_stream("eventbus_orders_history").await.unwrap();
+    assert_eq!(
+        stream.info().await.unwrap().state.messages,
+        n,
+        "each message once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,6 +2,8 @@
 //! topic's order.
 
 pub(crate) mod cause;
+#[cfg(feature = "nats")]
+pub(crate) mod origin;
 pub(crate) mod shared;
 
 use std::fmt;
@@ -46,6 +48,9 @@ pub(crate) struct Envelope<T> {
     topic: &'static str,
     /// The span current where it was published (feature `tracing`; else nothing).
     cause: Cause,
+    /// Published by a NATS importer (feature `nats`; see `origin.rs`).
+    #[cfg(feature = "nats")]
+    imported: bool,
     payload: T,
 }
 
@@ -56,6 +61,8 @@ impl<T> Envelope<T> {
             seq,
             topic,
             cause: Cause::current(),
+            #[cfg(feature = "nats")]
+            imported: origin::importing(),
             payload,
         }
     }
@@ -91,6 +98,12 @@ impl<T> Message<T> {
     /// The published value (also reachable through `Deref`).
     pub fn payload(&self) -> &T {
         &self.shared.payload
+    }
+
+    /// Whether a NATS importer published it (feature `nats`).
+    #[cfg(feature = "nats")]
+    pub(crate) fn is_imported(&self) -> bool {
+        self.shared.imported
     }
 
     /// The span that was current where the message was published (feature `tracing`).

@@ -48,13 +48,6 @@ pub enum Error {
     /// The export subscription could not start (the bus is closed, no runtime, a bad
     /// capacity).
     Subscribe(SubscribeError),
-    /// The topic keeps a log (`#[topic(retain = N)]`): only mailbox topics are exported, since
-    /// the bridge marks imported messages on the publisher's thread, where a log topic's
-    /// subscriptions do not look.
-    LogTopic {
-        /// The topic.
-        topic: &'static str,
-    },
     /// The options given to [`Bridge::export_with`](super::Bridge::export_with) held a filter: the export's filter is
     /// the bridge's own (it keeps imported messages from going back out).
     Filter {
@@ -98,12 +91,6 @@ impl fmt::Display for Error {
             ),
             Error::Twice { topic } => write!(f, "topic `{topic}` is already bridged that way"),
             Error::Subscribe(error) => write!(f, "the export cannot subscribe: {error}"),
-            Error::LogTopic { topic } => write!(
-                f,
-                "topic `{topic}` keeps a log and cannot be exported: the bridge exports mailbox \
-                 topics only (it tells imported messages from local ones as they are published, \
-                 which a log topic's subscriptions do not see)"
-            ),
             Error::Filter { topic } => write!(
                 f,
                 "the export of `{topic}` cannot take a filter: the bridge filters out imported \

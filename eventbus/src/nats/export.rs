@@ -41,6 +41,8 @@ impl<T: Topic + Serialize> Handoff<T> {
         &mut self,
         message: crate::message::Message<T>,
     ) -> impl Future<Output = Result<(), BoxError>> {
+        // Imported: never exported again (on a log topic, where no filter could tell).
+        let imported = message.is_imported();
         let prepared = serde_json::to_vec(message.payload()).map(|payload| {
             let seq = message.seq().to_string();
             let id: Arc<str> = format!("{}-{seq}", self.id).into();
@@ -55,12 +57,15 @@ impl<T: Topic + Serialize> Handoff<T> {
                 id,
             }
         });
-        self.handed += u64::from(prepared.is_ok());
+        self.handed += u64::from(prepared.is_ok() && !imported);
         let handed = self.handed;
         let to_sender = self.to_sender.clone();
         let mut settled = self.settled.clone();
         let bus = self.bus.worker_handle();
         async move {
+            if imported {
+                return Ok(());
+            }
             let out = prepared?;
             if to_sender.send(out).await.is_err() {
                 return Err("the bridge's sender has stopped".into());

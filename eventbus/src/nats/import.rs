@@ -334,7 +334,8 @@ impl Importer {
     }
 }
 
-/// An importer's `publish_async`, marked as such on the thread polling it (see `IMPORTING`).
+/// An importer's `publish_async`, marked as such on the thread polling it (see
+/// `message/origin.rs`).
 pub(super) struct Imported<F>(Pin<Box<F>>);
 
 impl<F: Future> Future for Imported<F> {
@@ -344,10 +345,10 @@ impl<F: Future> Future for Imported<F> {
         struct Unmark;
         impl Drop for Unmark {
             fn drop(&mut self) {
-                IMPORTING.with(|i| i.set(false));
+                crate::message::origin::set_importing(false);
             }
         }
-        IMPORTING.with(|i| i.set(true));
+        crate::message::origin::set_importing(true);
         let _unmark = Unmark;
         self.0.as_mut().poll(cx)
     }

@@ -120,9 +120,11 @@
 //! message without handling it only below its expected one, which moves past a message
 //! only once this copy handled it or the ack floor passed it.
 //!
-//! An imported message is never exported again: the export subscriptions' filter refuses
-//! every message published by an importer (see `IMPORTING`), and an importer skips messages
-//! its own bridge exported (`Eventbus-Origin`).
+//! An imported message is never exported again: a message keeps whether an importer
+//! published it (`message/origin.rs`, marked on the thread polling the importer's publish);
+//! on a mailbox topic the export's filter refuses it at publish, on a log topic the export's
+//! worker skips it as it reads. And an importer skips messages its own bridge exported
+//! (`Eventbus-Origin`).
 //!
 //! # Failures
 //!
@@ -146,7 +148,6 @@
 //! and `close` returns them all in [`Error::Unsent`]. [`Bus::close_async`] also delivers
 //! everything accepted to the exporters first (without a deadline while the server is down).
 
-use std::cell::Cell;
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -198,13 +199,6 @@ const ACK_WAIT: Duration = Duration::from_secs(5);
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// The first and the longest wait between two tries (reconnects, resends, consumer setup).
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
-
-thread_local! {
-    /// Set on this thread while an importer's `publish_async` is being polled: the hand-out
-    /// to the export subscriptions' filters happens inside that poll, on this thread, so the
-    /// filter knows exactly which messages came from an importer.
-    static IMPORTING: Cell<bool> = const { Cell::new(false) };
-}
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -474,14 +468,10 @@ impl Bridge {
     ///
     /// # Errors
     ///
-    /// As [`export`](Bridge::export); [`Error::Filter`] when `options` hold a filter,
-    /// [`Error::LogTopic`] for a topic that keeps a log.
+    /// As [`export`](Bridge::export); [`Error::Filter`] when `options` hold a filter.
     pub async fn export_with<T: Topic + Serialize>(&self, options: Options) -> Result<(), Error> {
         if options.filter.is_some() {
             return Err(Error::Filter { topic: T::name() });
-        }
-        if T::retention().is_some() {
-            return Err(Error::LogTopic { topic: T::name() });
         }
         let name = options
             .name
@@ -507,9 +497,14 @@ impl Bridge {
             bus: bus.worker_handle(),
             id: self.shared.id.as_str().into(),
         };
-        let options = options
-            .name(name.clone())
-            .filter(|_: &T| !IMPORTING.with(Cell::get));
+        // An imported message is never exported again. On a mailbox topic the filter runs
+        // on the importer's publish, on the thread it marks, and keeps the message out of
+        // the export's mailbox; on a log topic filters run on the worker, which reads the
+        // mark kept in the message instead (`Handoff::hand`).
+        let mut options = options.name(name.clone());
+        if T::retention().is_none() {
+            options = options.filter(|_: &T| !crate::message::origin::importing());
+        }
         let subscription = self
             .bus
             .try_subscribe_async::<T, _, _, _>(
