@@ -68,8 +68,9 @@
 //! message the server refuses for itself (too large, say) is a dead letter of the export
 //! subscriber, with its value. A topic exported by several processes goes one at a time more
 //! often (their messages interleave, so expectations fail): slower, never out of order. A log
-//! topic cannot be exported ([`Error::LogTopic`]): there a subscription's filter runs on its
-//! worker, where the bridge cannot tell an imported message from a local one.
+//! topic is exported like a mailbox topic: what is published from the export on (its
+//! subscription starts `Now`); imported into a log topic, messages go into its log, so a
+//! subscriber that comes later on the importing side replays them.
 //!
 //! # Import
 //!
