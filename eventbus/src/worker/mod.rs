@@ -90,7 +90,8 @@ impl<T: Send + Sync + 'static> Source<T> {
         }
     }
 
-    /// The next message there now, without waiting.
+    /// The next message there now, without waiting (for a dropped stream's rest).
+    #[cfg(feature = "tokio")]
     pub(crate) fn try_next(&mut self) -> Option<Message<T>> {
         match self {
             Source::Mailbox(inbox) => inbox.try_next(),
@@ -109,6 +110,7 @@ impl<T: Send + Sync + 'static> Source<T> {
 
 /// What is left for a consumer that will take no more (after a forced close, or a dropped
 /// stream), let go of by its consumer (not the closing thread), counted as dropped.
+#[cfg(feature = "tokio")]
 pub(crate) fn abandon_rest<T>(
     core: &SubscriptionCore,
     mut next: impl FnMut() -> Option<Message<T>>,
@@ -155,6 +157,7 @@ fn close_out_rest<T: Send + Sync + 'static>(
 }
 
 /// A message no handler will see: counted as dropped.
+#[cfg(feature = "tokio")]
 fn abandon<T>(core: &SubscriptionCore, message: Message<T>, why: &'static str) {
     trace::dropped(message.topic(), message.seq(), &core.name, why);
     drop(message);

@@ -336,7 +336,8 @@ impl<T: Send + Sync + 'static> Reader<T> {
         }
     }
 
-    /// The next message already in the log, without waiting: after a forced stop.
+    /// The next message already in the log, without waiting: a dropped stream's rest.
+    #[cfg(feature = "tokio")]
     pub(crate) fn try_next(&mut self) -> Option<Message<T>> {
         self.take(false)
     }
