@@ -22,6 +22,7 @@ use crate::lifecycle::Lifecycle;
 use crate::message::Message;
 use crate::message::Taken;
 use crate::stats::Counters;
+#[cfg(feature = "tokio")]
 use crate::trace;
 
 #[cfg(feature = "tokio")]
