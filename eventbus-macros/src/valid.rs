@@ -223,7 +223,10 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
     if args.inline.is_some() {
         refuse_with_inline(&args, errors);
     } else if let Some(priority) = &args.priority {
-        let group = args.workers.as_ref().map(|w| ("workers", w.to_token_stream()));
+        let group = args
+            .workers
+            .as_ref()
+            .map(|w| ("workers", w.to_token_stream()));
         let key = args.key.as_ref().map(|k| ("key", k.to_token_stream()));
         for (with, at) in group.into_iter().chain(key) {
             errors.spanned(
