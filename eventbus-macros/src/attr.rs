@@ -10,7 +10,8 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 use crate::errors::Errors;
 
 pub(crate) const SUBSCRIBER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, start, workers, key, inline, crate";
+    "capacity, overflow, retries, backoff, name, filter, start, workers, key, priority, inline, \
+     crate";
 pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, crate";
 
 /// `#[subscriber(...)]` as written.
@@ -25,6 +26,7 @@ pub(crate) struct SubscriberArgs {
     pub(crate) start: Option<Expr>,
     pub(crate) workers: Option<LitInt>,
     pub(crate) key: Option<Path>,
+    pub(crate) priority: Option<Path>,
     /// `inline`, a flag: the handler runs inside the publish.
     pub(crate) inline: Option<Path>,
     pub(crate) krate: Option<Path>,
@@ -80,6 +82,12 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
             "start" => set(&mut parsed.start, Some(value), &meta, errors),
             "workers" => set(&mut parsed.workers, int(&key, value, errors), &meta, errors),
             "key" => set(&mut parsed.key, key_function(value, errors), &meta, errors),
+            "priority" => set(
+                &mut parsed.priority,
+                function(&key, value, errors),
+                &meta,
+                errors,
+            ),
             "overflow" => {
                 let path = match value {
                     Expr::Path(path) if path.qself.is_none() => Some(path.path),
@@ -104,7 +112,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
 }
 
 pub(crate) const OBSERVER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, crate";
+    "capacity, overflow, retries, backoff, name, filter, priority, crate";
 
 /// `#[observer("pattern", ...)]` as written: the pattern, and the options (a subscriber's,
 /// less those an observer cannot take, which are reported).
@@ -285,13 +293,14 @@ fn path(value: Expr, errors: &mut Errors) -> Option<Path> {
     }
 }
 
-/// The path of a function, as `filter = is_big` names one.
+/// The path of a function, as `filter = is_big` or `priority = urgency` names one.
 fn function(key: &str, value: Expr, errors: &mut Errors) -> Option<Path> {
     match value {
         Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => Some(path.path),
         other => {
+            let returns = if key == "priority" { "u8" } else { "bool" };
             let message = format!(
-                "`{key}` takes the path of a function `fn(&T) -> bool`, e.g. `{}`",
+                "`{key}` takes the path of a function `fn(&T) -> {returns}`, e.g. `{}`",
                 example(key)
             );
             errors.spanned(other, message);
@@ -320,6 +329,7 @@ fn example(key: &str) -> &'static str {
         "workers" => "workers = 4",
         "key" => "key = customer_of",
         "filter" => "filter = is_big",
+        "priority" => "priority = urgency",
         "crate" => "crate = my_framework::eventbus",
         "capacity" => "capacity = 100",
         "retries" => "retries = 3",

@@ -277,6 +277,24 @@ fn registration(
             let options = #krate::Options::key::<#topic, _>(options, #key);
         }
     });
+    // Spanned so that a priority function of the wrong type is reported on its path; on a
+    // log topic (known only to the topic's derive) refused by a `const`, as `DropNewest` is.
+    let priority = settings.priority.as_ref().map(|priority| {
+        let krate = at(krate, priority.span());
+        let (of, refuse_on_log) = match pattern {
+            Some(_) => (quote!(#krate::AnyMessage), None),
+            None => (
+                quote!(#topic),
+                Some(quote_spanned! {priority.span()=>
+                    const _: () = #krate::__private::refuse_priority_on_log::<#topic>();
+                }),
+            ),
+        };
+        quote_spanned! {priority.span()=>
+            #refuse_on_log
+            let options = #krate::Options::priority::<#of>(options, #priority);
+        }
+    });
     let from = match *from {
         StartAt::Now => quote!(#krate::Start::Now),
         StartAt::Earliest => quote!(#krate::Start::Earliest),
@@ -322,6 +340,7 @@ fn registration(
                 #(#resolve)*
                 #filter
                 #key
+                #priority
                 #handle
             }
             #krate::__private::inventory::submit! {

@@ -2,7 +2,7 @@
 //! about the rest.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, ToTokens};
 use syn::{FnArg, ItemFn, LitInt, LitStr, Path, Type};
 
 use crate::ast::Handler;
@@ -97,6 +97,8 @@ pub(crate) struct Settings {
     pub(crate) workers: usize,
     /// `key = path`: a function `fn(&T) -> K` where `K: Hash`.
     pub(crate) key: Option<syn::Path>,
+    /// `priority = path`: a function `fn(&T) -> u8`, the higher the more urgent.
+    pub(crate) priority: Option<syn::Path>,
     /// `inline`: the handler runs inside the publish, on the publisher's thread.
     pub(crate) inline: bool,
     /// The path the expansion names the runtime by: `::eventbus`, or `crate = path`.
@@ -220,6 +222,23 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
     }
     if args.inline.is_some() {
         refuse_with_inline(&args, errors);
+    } else if let Some(priority) = &args.priority {
+        let group = args
+            .workers
+            .as_ref()
+            .map(|w| ("workers", w.to_token_stream()));
+        let key = args.key.as_ref().map(|k| ("key", k.to_token_stream()));
+        for (with, at) in group.into_iter().chain(key) {
+            errors.spanned(
+                &at,
+                format_args!(
+                    "`priority` cannot go with `{with}`: `workers` and `key` make a consumer \
+                     group, whose workers share a mailbox or keep one order per key; a \
+                     priority reorders one worker's mailbox: drop `{with}` or `priority = {}`",
+                    path_text(priority)
+                ),
+            );
+        }
     }
     Settings {
         inline: args.inline.is_some(),
@@ -232,6 +251,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         start,
         workers,
         key: args.key,
+        priority: args.priority,
         krate: crate_path(args.krate, errors),
     }
 }
@@ -471,7 +491,9 @@ fn refuse_with_inline(args: &SubscriberArgs, errors: &mut Errors) {
     let retries = "a refusal goes back to the publisher (`PublishError::Rejected`), who may \
                    publish again; retrying would hold up every publisher of the topic";
     let start = "an inline handler sees each message as it is published";
-    let refused: [(&str, Option<&dyn quote::ToTokens>, &str); 7] = [
+    let order = "a priority reorders a mailbox; an inline handler runs inside each publish, in \
+                 topic order";
+    let refused: [(&str, Option<&dyn quote::ToTokens>, &str); 8] = [
         ("capacity", args.capacity.as_ref().map(|v| v as _), mailbox),
         ("overflow", args.overflow.as_ref().map(|v| v as _), mailbox),
         ("retries", args.retries.as_ref().map(|v| v as _), retries),
@@ -479,6 +501,7 @@ fn refuse_with_inline(args: &SubscriberArgs, errors: &mut Errors) {
         ("start", args.start.as_ref().map(|v| v as _), start),
         ("workers", args.workers.as_ref().map(|v| v as _), group),
         ("key", args.key.as_ref().map(|v| v as _), group),
+        ("priority", args.priority.as_ref().map(|v| v as _), order),
     ];
     for (key, span, why) in refused {
         if let Some(span) = span {

@@ -8,6 +8,8 @@
 //! - `hand-1`, `hand-4`: the same by hand, as `throughput.rs`'s baseline: a
 //!   `parking_lot::Mutex` around numbering and fan-out, one bounded crossbeam channel
 //!   (capacity 1024) per subscriber carrying an `Arc` of the message, a thread each.
+//! - `priority-1`, `priority-4`: as `eventbus-1`, `eventbus-4`, each subscriber with a
+//!   priority mailbox (`Options::priority`, four levels: `seq % 4`).
 //! - `eventbus-0`: publishes to a topic with no subscriber.
 //! - `lock-0`: a bare `parking_lot::Mutex` lock, increment, unlock per "publish".
 //! - `async-0` (built with feature `tokio`: `FEATURES=tokio callgrind.sh async-0
@@ -36,10 +38,12 @@ use parking_lot::Mutex;
 /// The hand-made channels' capacity: the bus's default mailbox size.
 const CAP: usize = eventbus::Options::DEFAULT_CAPACITY;
 
-const SCENARIOS: [&str; 12] = [
+const SCENARIOS: [&str; 14] = [
     "eventbus-0",
     "eventbus-1",
     "eventbus-4",
+    "priority-1",
+    "priority-4",
     "eventbus-16",
     "eventbus-64",
     "hand-1",
@@ -69,6 +73,15 @@ fn subscribe(bus: &Bus, count: Arc<AtomicU64>) {
     });
 }
 
+/// As [`subscribe`], with a priority mailbox of four levels.
+fn subscribe_by_priority(bus: &Bus, count: Arc<AtomicU64>) {
+    let options = Options::default().priority(|t: &Tick| (t.0 % 4) as u8);
+    bus.subscribe::<Tick>(options, move |m: &Message<Tick>| {
+        std::hint::black_box(&m.0);
+        count.fetch_add(1, Ordering::Relaxed);
+    });
+}
+
 fn counters(subscribers: usize) -> Vec<Arc<AtomicU64>> {
     (0..subscribers)
         .map(|_| Arc::new(AtomicU64::new(0)))
@@ -82,11 +95,14 @@ fn check(counts: &[Arc<AtomicU64>], messages: u64) {
     }
 }
 
-fn eventbus(subscribers: usize, messages: u64) {
+fn eventbus(subscribers: usize, messages: u64, by_priority: bool) {
     let bus = Bus::builder().build();
     let counts = counters(subscribers);
     for count in &counts {
-        subscribe(&bus, count.clone());
+        match by_priority {
+            false => subscribe(&bus, count.clone()),
+            true => subscribe_by_priority(&bus, count.clone()),
+        }
     }
     for i in 0..messages {
         if bus.publish(Tick(i)).is_err() {
@@ -198,11 +214,13 @@ fn lock(messages: u64) {
 
 fn run(scenario: &str, messages: u64) {
     match scenario {
-        "eventbus-0" => eventbus(0, messages),
-        "eventbus-1" => eventbus(1, messages),
-        "eventbus-4" => eventbus(4, messages),
-        "eventbus-16" => eventbus(16, messages),
-        "eventbus-64" => eventbus(64, messages),
+        "eventbus-0" => eventbus(0, messages, false),
+        "eventbus-1" => eventbus(1, messages, false),
+        "eventbus-4" => eventbus(4, messages, false),
+        "eventbus-16" => eventbus(16, messages, false),
+        "eventbus-64" => eventbus(64, messages, false),
+        "priority-1" => eventbus(1, messages, true),
+        "priority-4" => eventbus(4, messages, true),
         "log-1" => log(1, messages),
         "log-4" => log(4, messages),
         "log-16" => log(16, messages),

@@ -356,6 +356,18 @@ pub enum SubscribeError {
         /// The topic's name.
         topic: &'static str,
     },
+    /// A priority ([`Options::priority`](crate::Options::priority)) where there cannot be
+    /// one: written for another type than the subscription's topic, on a log topic (whose
+    /// subscriptions all read the one log, in its order), on a consumer group, or on an
+    /// inline subscriber (no mailbox to reorder).
+    Priority {
+        /// The subscriber's name.
+        name: String,
+        /// The subscription's topic.
+        topic: &'static str,
+        /// Why not.
+        why: String,
+    },
     /// An option an inline subscriber ([`Bus::subscribe_inline`](crate::Bus::subscribe_inline))
     /// cannot take: it has no mailbox (so no capacity nor overflow policy), no worker (so no
     /// group nor key), no retries (its refusal is the publisher's to handle), and it runs at
@@ -451,6 +463,10 @@ impl fmt::Display for SubscribeError {
                  use `DropOldest` (a subscription that falls behind loses what the log trims, \
                  counted as dropped) or `Block` (publishers wait for it)"
             ),
+            SubscribeError::Priority { name, topic, why } => write!(
+                f,
+                "subscriber `{name}` of `{topic}` cannot have a priority: {why}"
+            ),
             SubscribeError::Inline { name, topic, why } => {
                 write!(f, "inline subscriber `{name}` of `{topic}`: {why}")
             }
@@ -479,6 +495,7 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::Closed { .. }
             | SubscribeError::NoLog { .. }
             | SubscribeError::DropNewestOnLog { .. }
+            | SubscribeError::Priority { .. }
             | SubscribeError::Inline { .. } => None,
             #[cfg(feature = "tokio")]
             SubscribeError::NoRuntime { .. } => None,

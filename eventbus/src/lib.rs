@@ -468,6 +468,15 @@
 //! assert!(group.workers.iter().any(|w| w.received >= 90));
 //! ```
 //!
+//! The other subscription that gives up its topic's order, by its own choice, is a priority
+//! mailbox: `#[subscriber(priority = urgency)]` with `fn urgency(m: &T) -> u8`, or
+//! [`Options::priority`]. Its worker takes the most urgent message queued first (higher
+//! first), and one level's messages in topic order; every other subscriber of the topic keeps
+//! the one order. A full one makes room at the least urgent level (`DropOldest` its oldest,
+//! `DropNewest` its newest, the arriving one included), never dropping a more urgent message
+//! for a less urgent one. It is a mailbox of one worker: refused in a group, inline, or on a
+//! log topic.
+//!
 //! # 11. Observers of many topics
 //!
 //! An audit log, a debugger or a forwarder wants every topic of a kind, not one type:
@@ -478,8 +487,8 @@
 //! `Debug` that shows the value (when its type is `Debug`). An observer is a subscriber in
 //! every other way (mailbox, worker, overflow, retries, dead letters, stats) and sees each
 //! topic's messages in that topic's order. A full `Block` observer holds up every topic it
-//! observes, so an audit trail usually takes `DropOldest`. Priorities are left out on
-//! purpose: a priority mailbox would break the one order per topic.
+//! observes, so an audit trail usually takes `DropOldest`. An observer may take a
+//! [`priority`](Options::priority) over [`AnyMessage`] (section 10).
 //!
 //! ```
 //! use eventbus::{observer, AnyMessage, Bus, Topic};

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod nats_bridge;
 pub mod observers;
 pub mod overflow;
+pub mod priority;
 pub mod redelivery;
 pub mod retries;
 #[cfg(feature = "serde")]

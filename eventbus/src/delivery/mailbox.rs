@@ -22,6 +22,13 @@
 //! message was numbered before the unsubscribe, so it is the subscription's, and the worker
 //! goes on taking messages while the order lock's holder is at this mailbox (room comes, even
 //! if the retire's wake-up signal took the last slot).
+//!
+//! # Other kinds of mailbox
+//!
+//! A subscription with a priority (`Options::priority`) has a mailbox of another kind
+//! (`priority.rs`) behind the same [`Outbox`]: the outbox checks the group's key and the
+//! filter, then hands the message to its [`Queue`]. A plain mailbox pays nothing for it: the
+//! outbox's one `screened` flag, which a key or a filter already set, sends both out of line.
 
 #[cfg(feature = "tokio")]
 use std::sync::atomic::Ordering::Relaxed;
@@ -43,7 +50,7 @@ use crate::trace;
 
 /// How often a worker whose mailbox is retired looks again whether a publisher may still be
 /// at it.
-const RECHECK: Duration = Duration::from_millis(1);
+pub(crate) const RECHECK: Duration = Duration::from_millis(1);
 
 /// What the channel carries: a message, or `None` to wake a worker whose mailbox was shut.
 type Item<T> = Option<Message<T>>;
@@ -92,19 +99,19 @@ pub(crate) struct Handouts {
 impl Handouts {
     /// Whether no publisher of the topic can be at `mailbox` now, or come to it with a
     /// subscriber list that still holds it (see the module docs).
-    fn none_at(&self, mailbox: u64) -> bool {
+    pub(crate) fn none_at(&self, mailbox: u64) -> bool {
         self.order.is_free() || self.waits.blocked_elsewhere(mailbox)
     }
 }
 
 /// What a mailbox's three ends share.
 #[derive(Default)]
-struct Flags {
+pub(crate) struct Flags {
     /// Set by `retire`; read by the publisher before each hand-out and by the worker.
-    shut: AtomicBool,
+    pub(crate) shut: AtomicBool,
     /// A task consuming this mailbox waits here for a message (or the retire's signal).
     #[cfg(feature = "tokio")]
-    arrived: crate::util::wake::Wake,
+    pub(crate) arrived: crate::util::wake::Wake,
     /// Whether the consumer is a task: then every arrival is announced, fenced.
     #[cfg(feature = "tokio")]
     by_task: std::sync::atomic::AtomicBool,
@@ -117,9 +124,19 @@ struct Flags {
 }
 
 impl Flags {
+    /// The flags of a mailbox whose consumer is a task if `by_task`.
+    pub(crate) fn new(by_task: bool) -> Self {
+        let flags = Flags::default();
+        #[cfg(feature = "tokio")]
+        flags.by_task.store(by_task, Relaxed);
+        #[cfg(not(feature = "tokio"))]
+        let _ = by_task;
+        flags
+    }
+
     /// A message (or the retire's signal) went in.
     #[inline]
-    fn arrived(&self) {
+    pub(crate) fn arrived(&self) {
         #[cfg(feature = "tokio")]
         if self.by_task.load(Relaxed) {
             self.arrived.notify_now();
@@ -128,13 +145,41 @@ impl Flags {
 
     /// The consumer took a message out: room for one.
     #[inline]
-    fn made_room(&self) {
+    pub(crate) fn made_room(&self) {
         #[cfg(feature = "tokio")]
         self.room.notify();
     }
 }
 
+/// A mailbox of another kind (`priority.rs`), which an [`Outbox`] hands its messages to once
+/// the group's key and the filter have let them through.
+pub(crate) trait Queue<T>: Send + Sync {
+    /// How many messages it holds now, and at most.
+    fn len_and_capacity(&self) -> (usize, usize);
+
+    /// Puts `message` in by the subscription's overflow policy, waiting for room (with
+    /// `Block`) until a forced stop; counts as [`Outbox::offer`] does.
+    fn offer(
+        &self,
+        core: &SubscriptionCore,
+        message: Message<T>,
+        stop: &Receiver<()>,
+        waits: &TopicWaits,
+    ) -> Offer;
+
+    /// Waits until it has room, until `deadline` or a forced stop, putting nothing in (see
+    /// [`Outbox::wait_for_room`]).
+    fn wait_for_room(
+        &self,
+        core: &SubscriptionCore,
+        deadline: Instant,
+        stop: &Receiver<()>,
+        waits: &TopicWaits,
+    ) -> Room;
+}
+
 pub(crate) struct Outbox<T> {
+    /// The channel; for a mailbox of another kind (`queue`), an unused one of no capacity.
     tx: Sender<Item<T>>,
     /// For `DropOldest`: the publisher takes the oldest message out itself to make room.
     rx: Receiver<Item<T>>,
@@ -142,6 +187,10 @@ pub(crate) struct Outbox<T> {
     pub(crate) core: Arc<SubscriptionCore>,
     /// In a group with a key: this mailbox's lane and the group's size (`group.rs`).
     lane: Option<(usize, usize)>,
+    /// A mailbox of another kind, which takes the messages instead of the channel.
+    queue: Option<Arc<dyn Queue<T>>>,
+    /// Whether a message takes the way out of line: a group's key, a filter or a `queue`.
+    screened: bool,
     /// At least this much room is left (one slot less, for the retire's wake-up signal), as
     /// last seen by the order lock's holder, the only writer: a sync publish with feature
     /// `tokio` reads it to know, for a few instructions, that it will not wait here (see
@@ -263,11 +312,7 @@ where
     T: Send + Sync + 'static,
 {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
-    let flags = Arc::new(Flags::default());
-    #[cfg(feature = "tokio")]
-    flags.by_task.store(by_task, Relaxed);
-    #[cfg(not(feature = "tokio"))]
-    let _ = by_task;
+    let flags = Arc::new(Flags::new(by_task));
     let retirer = Retirer {
         tx: tx.clone(),
         rx: rx.clone(),
@@ -282,6 +327,7 @@ where
         phase: Phase::Open,
         closed: None,
     };
+    let screened = core.options.filter.is_some();
     (
         Outbox {
             tx,
@@ -289,11 +335,34 @@ where
             flags,
             core,
             lane: None,
+            queue: None,
+            screened,
             #[cfg(feature = "tokio")]
             room: std::sync::atomic::AtomicUsize::new(0),
         },
         inbox,
     )
+}
+
+/// The outbox of a mailbox of another kind: `queue`, with its `flags`, for the subscription
+/// `core`.
+pub(crate) fn outbox_of<T>(
+    queue: Arc<dyn Queue<T>>,
+    flags: Arc<Flags>,
+    core: Arc<SubscriptionCore>,
+) -> Outbox<T> {
+    let (tx, rx) = crossbeam_channel::bounded(0);
+    Outbox {
+        tx,
+        rx,
+        flags,
+        core,
+        lane: None,
+        queue: Some(queue),
+        screened: true,
+        #[cfg(feature = "tokio")]
+        room: std::sync::atomic::AtomicUsize::new(0),
+    }
 }
 
 /// A mailbox that several workers take from (a group without a key): clone the `Inbox` for
@@ -319,6 +388,19 @@ impl<T: 'static> Outbox<T> {
     /// Makes this the mailbox of lane `index` of a group of `of` with a key.
     pub(crate) fn route(&mut self, index: usize, of: usize) {
         self.lane = Some((index, of));
+        self.screened = true;
+    }
+
+    /// Whether the mailbox holds as many messages as it can.
+    #[inline]
+    fn full_now(&self) -> bool {
+        match &self.queue {
+            None => self.rx.is_full(),
+            Some(queue) => {
+                let (len, capacity) = queue.len_and_capacity();
+                len >= capacity
+            }
+        }
     }
 
     /// Whether the message is this mailbox's, by its group's key.
@@ -351,14 +433,14 @@ impl<T: 'static> Outbox<T> {
     /// Whether the mailbox has no room now, whatever its overflow policy: a redelivery
     /// must neither drop its message nor evict a queued one.
     pub(crate) fn is_full(&self) -> bool {
-        !self.flags.shut.load(Acquire) && self.rx.is_full()
+        !self.flags.shut.load(Acquire) && self.full_now()
     }
 
     /// Whether a publish would have to wait here: a `Block` mailbox with no room.
     pub(crate) fn would_block(&self) -> bool {
         self.core.options.overflow == Overflow::Block
             && !self.flags.shut.load(Acquire)
-            && self.rx.is_full()
+            && self.full_now()
     }
 
     /// Whether a publish may have to wait here; `false` is sure, `true` may be wrong. For
@@ -375,10 +457,16 @@ impl<T: 'static> Outbox<T> {
     #[cold]
     fn look_for_room(&self) -> bool {
         let room = match self.core.options.overflow {
-            Overflow::Block => {
-                let capacity = self.tx.capacity().unwrap_or(usize::MAX);
-                capacity.saturating_sub(self.tx.len()).saturating_sub(1)
-            }
+            Overflow::Block => match &self.queue {
+                None => {
+                    let capacity = self.tx.capacity().unwrap_or(usize::MAX);
+                    capacity.saturating_sub(self.tx.len()).saturating_sub(1)
+                }
+                Some(queue) => {
+                    let (len, capacity) = queue.len_and_capacity();
+                    capacity.saturating_sub(len)
+                }
+            },
             // Never waits.
             Overflow::DropOldest | Overflow::DropNewest => usize::MAX,
         };
@@ -401,6 +489,9 @@ impl<T: 'static> Outbox<T> {
         let Some(deadline) = deadline else {
             return Room::Full;
         };
+        if let Some(queue) = &self.queue {
+            return queue.wait_for_room(&self.core, deadline, stop, waits);
+        }
         let mut select = Select::new();
         let send = select.send(&self.tx);
         select.recv(stop);
@@ -435,11 +526,32 @@ impl<T: 'static> Outbox<T> {
         if self.flags.shut.load(Acquire) {
             return Offer::Retired;
         }
-        if self.lane.is_some() || self.core.options.filter.is_some() {
-            if let Some(refused) = self.refuses(&message) {
-                return refused;
-            }
+        if self.screened {
+            return self.offer_screened(message, stop, waits);
         }
+        self.put(message, stop, waits)
+    }
+
+    /// [`offer`](Self::offer) with a group's key, a filter or a mailbox of another kind.
+    #[inline(never)]
+    fn offer_screened(
+        &self,
+        message: Message<T>,
+        stop: &Receiver<()>,
+        waits: &TopicWaits,
+    ) -> Offer {
+        if let Some(refused) = self.refuses(&message) {
+            return refused;
+        }
+        match &self.queue {
+            None => self.put(message, stop, waits),
+            Some(queue) => queue.offer(&self.core, message, stop, waits),
+        }
+    }
+
+    /// Puts a message the subscription takes into the channel.
+    #[inline(always)]
+    fn put(&self, message: Message<T>, stop: &Receiver<()>, waits: &TopicWaits) -> Offer {
         let received = &self.core.counters.received;
         Counters::bump(received);
         // Most offers find room at the first try, whatever the policy; a full mailbox is

@@ -1,6 +1,7 @@
 //! Delivery: how a published message reaches a subscription's worker. One file per kind:
 //!
 //! - `mailbox.rs`: a bounded mailbox per subscription, with its overflow policy;
+//! - `priority.rs`: a bounded mailbox whose worker takes the most urgent message first;
 //! - `log/`: a topic's shared log, read by each subscription at a position of its own;
 //! - `group.rs`: a consumer group, one subscription over several workers;
 //! - `inline.rs`: an inline subscriber, whose handler runs inside the publish: no mailbox;
@@ -15,3 +16,4 @@ pub(crate) mod inline;
 pub(crate) mod log;
 pub(crate) mod mailbox;
 pub(crate) mod observer;
+pub(crate) mod priority;

@@ -34,6 +34,12 @@ fn refused(options: &Options) -> Option<&'static str> {
              again: drop `retries`",
         );
     }
+    if options.priority.is_some() {
+        return Some(
+            "a priority orders a mailbox; an inline subscriber has none (its handler runs \
+             inside each publish, in topic order): drop it",
+        );
+    }
     if options.start != Start::Now {
         return Some(
             "a start is where a log reader begins; an inline handler sees each message as it \

@@ -8,6 +8,7 @@ use crate::deadlock::TopicWaits;
 use crate::delivery::core::{Consumer, SubscriptionCore};
 use crate::delivery::mailbox::mailbox;
 use crate::delivery::observer::{Inlet, Pattern, Turn};
+use crate::delivery::priority;
 use crate::error::SubscribeError;
 use crate::message::AnyMessage;
 use crate::options::Options;
@@ -68,7 +69,8 @@ impl Engine {
         };
         let (turn, waits) = (Arc::new(Turn::default()), Arc::new(TopicWaits::default()));
         let handouts = Inlet::handouts(&turn, &waits);
-        let (outbox, inbox) = mailbox(options.capacity, handouts, false, |retirer| {
+        let (capacity, priority) = (options.capacity, options.priority.clone());
+        let new_core = |retirer| {
             SubscriptionCore::new(
                 id,
                 Arc::clone(&name),
@@ -77,11 +79,21 @@ impl Engine {
                 Consumer::Worker,
                 retirer,
             )
-        });
+        };
+        let (outbox, source) = match priority {
+            None => {
+                let (outbox, inbox) = mailbox(capacity, handouts, false, new_core);
+                (outbox, Source::Mailbox(inbox))
+            }
+            Some(priority) => {
+                let (outbox, inbox) =
+                    priority::mailbox(capacity, priority, handouts, false, new_core);
+                (outbox, Source::Priority(inbox))
+            }
+        };
         let core = Arc::clone(&outbox.core);
         self.lifecycle.started(Arc::clone(&core));
-        let spawned =
-            worker::thread::spawn(Source::Mailbox(inbox), Arc::clone(&core), context, handler);
+        let spawned = worker::thread::spawn(source, Arc::clone(&core), context, handler);
         if let Err(source) = spawned {
             self.lifecycle.finished(&core);
             return Err(SubscribeError::Spawn {

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use crate::delivery::core::{Consumer, SubscriptionCore};
 use crate::delivery::group::SharedRun;
 use crate::delivery::mailbox::mailbox;
+use crate::delivery::priority;
 use crate::error::SubscribeError;
 use crate::message::Message;
 use crate::options::Options;
@@ -21,6 +22,39 @@ use crate::worker::thread::Run;
 use crate::worker::{self, Context, Source};
 
 use super::{is_group, subscription_name, typed, Engine, Entry, Launch, Slot};
+
+/// Why `options` cannot have their priority on a subscription of `T` (named `topic`, keeping
+/// a log if `retention`), if they cannot.
+fn priority_refused<T: 'static>(
+    options: &Options,
+    topic: &'static str,
+    retention: Option<Retention>,
+) -> Option<String> {
+    let priority = options.priority.as_ref()?;
+    if let Err(written_for) = priority.check::<T>() {
+        return Some(format!(
+            "its priority takes `&{written_for}`, but it subscribes to `{topic}`: a priority \
+             function takes a reference to the subscription's own topic"
+        ));
+    }
+    if retention.is_some() {
+        return Some(
+            "it is a log topic (`#[topic(retain = ..)]`): its subscriptions read the one log \
+             in topic order, and there is no mailbox to reorder; drop the priority, or the \
+             topic's `retain`"
+                .to_owned(),
+        );
+    }
+    if is_group(options) {
+        return Some(
+            "`workers` and `key` make a consumer group, whose workers share a mailbox or keep \
+             one order per key; a priority reorders one worker's mailbox: drop `workers` and \
+             `key`, or the priority"
+                .to_owned(),
+        );
+    }
+    None
+}
 
 impl Engine {
     /// Starts a subscription of `T`: a mailbox, and a thread worker running `handler`. A
@@ -144,6 +178,13 @@ impl Engine {
                 written_for,
             });
         }
+        if let Some(why) = priority_refused::<T>(&options, topic, retention) {
+            return Err(SubscribeError::Priority {
+                name: name.to_string(),
+                topic,
+                why,
+            });
+        }
         if options.capacity == 0 || options.capacity > Options::MAX_CAPACITY {
             return Err(SubscribeError::Capacity {
                 name: name.to_string(),
@@ -257,12 +298,25 @@ impl Engine {
         } else {
             // A task's mailbox announces every arrival (see `mailbox.rs`).
             let by_task = consumer != Consumer::Worker;
-            let (outbox, inbox) = mailbox(options.capacity, typed.handouts(), by_task, |retirer| {
+            let (capacity, handouts) = (options.capacity, typed.handouts());
+            let priority = options.priority.clone();
+            let new_core = |retirer| {
                 SubscriptionCore::new(id, Arc::clone(&name), T::name(), options, consumer, retirer)
-            });
+            };
+            let (outbox, source) = match priority {
+                None => {
+                    let (outbox, inbox) = mailbox(capacity, handouts, by_task, new_core);
+                    (outbox, Source::Mailbox(inbox))
+                }
+                Some(priority) => {
+                    let (outbox, inbox) =
+                        priority::mailbox(capacity, priority, handouts, by_task, new_core);
+                    (outbox, Source::Priority(inbox))
+                }
+            };
             let core = Arc::clone(&outbox.core);
             self.lifecycle.started(Arc::clone(&core));
-            if let Err(source) = launch(Source::Mailbox(inbox), Arc::clone(&core), context) {
+            if let Err(source) = launch(source, Arc::clone(&core), context) {
                 return Err(spawn_failed(&core, source));
             }
             typed.add(Arc::new(outbox));

@@ -75,8 +75,8 @@ impl<T> Message<T> {
     }
 
     /// A message no publish made, its one reference (a dead letter for bytes that never
-    /// became a message of the bus: feature `nats`).
-    #[cfg(feature = "nats")]
+    /// became a message of the bus: feature `nats`; and unit tests).
+    #[cfg(any(feature = "nats", test))]
     pub(crate) fn alone(seq: u64, topic: &'static str, payload: T) -> Self {
         match crate::message::shared::shared(Envelope::new(seq, topic, payload), 1).next() {
             Some(shared) => Message { shared },

@@ -4,6 +4,7 @@
 pub(crate) mod filter;
 pub(crate) mod key;
 pub(crate) mod predicate;
+pub(crate) mod priority;
 
 use std::time::Duration;
 
@@ -106,6 +107,7 @@ const MAX_DOUBLINGS: u32 = 5;
 /// | [`start`](Options::start) | [`Start::Now`] (log topics only may start elsewhere) |
 /// | [`workers`](Options::workers) | 1 (more make a consumer group) |
 /// | [`key`](Options::key) | none (a group's workers share one mailbox) |
+/// | [`priority`](Options::priority) | none (the mailbox keeps topic order) |
 ///
 /// # Examples
 ///
@@ -133,6 +135,7 @@ pub struct Options {
     pub(crate) start: Start,
     pub(crate) workers: usize,
     pub(crate) key: Option<crate::options::key::Key>,
+    pub(crate) priority: Option<crate::options::priority::Priority>,
 }
 
 impl Default for Options {
@@ -147,6 +150,7 @@ impl Default for Options {
             start: Start::Now,
             workers: 1,
             key: None,
+            priority: None,
         }
     }
 }
@@ -312,6 +316,74 @@ impl Options {
         key: impl Fn(&T) -> K + Send + Sync + 'static,
     ) -> Self {
         self.key = Some(crate::options::key::Key::new(key));
+        self
+    }
+
+    /// Makes the mailbox a priority mailbox: its worker takes the most urgent message queued
+    /// first (the highest `level`), and messages of one level in topic order. The level
+    /// function runs at publish, on the publisher's thread, once per message; keep it cheap.
+    ///
+    /// This subscription gives up its topic's one order, by its own choice: a message may be
+    /// handled before an older, less urgent one. Every other subscriber of the topic keeps it.
+    ///
+    /// When the mailbox is full, room is made at the least urgent level, and a more urgent
+    /// message is never dropped to keep a less urgent one:
+    ///
+    /// - [`Overflow::DropOldest`]: the oldest of the least urgent messages queued is dropped
+    ///   (or the arriving one, if it is less urgent than everything queued);
+    /// - [`Overflow::DropNewest`]: the newest of the least urgent messages, counting the
+    ///   arriving one as the newest: the arriving one when nothing queued is less urgent than
+    ///   it, else the newest queued message of the least urgent level;
+    /// - [`Overflow::Block`]: the publisher waits for room, as with any mailbox.
+    ///
+    /// Drops are counted as `dropped`, as for any mailbox. A level function that panics does
+    /// not break the publish: that message gets level 0, the least urgent.
+    ///
+    /// The subscription's topic must be `T`, it must have a mailbox of its own (not a log
+    /// topic, `#[topic(retain = N)]`, nor a group, nor an inline subscriber); anything else
+    /// is refused at subscribe
+    /// ([`SubscribeError::Priority`](crate::SubscribeError::Priority)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// struct Alert { severity: u8 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let (started_tx, started) = std::sync::mpsc::channel();
+    /// let (release_tx, release) = std::sync::mpsc::channel::<()>();
+    /// let mut first = true;
+    /// let pager = bus.subscribe::<Alert>(
+    ///     Options::default().priority(|a: &Alert| a.severity),
+    ///     move |m: &Message<Alert>| {
+    ///         if std::mem::take(&mut first) {
+    ///             // Hold the worker on the first alert while the others queue up.
+    ///             started_tx.send(()).unwrap();
+    ///             release.recv().unwrap();
+    ///         }
+    ///         tx.send(m.severity).unwrap();
+    ///     },
+    /// );
+    /// bus.publish(Alert { severity: 0 }).unwrap();
+    /// started.recv().unwrap();
+    /// for severity in [1, 5, 1, 9] {
+    ///     bus.publish(Alert { severity }).unwrap();
+    /// }
+    /// release_tx.send(()).unwrap();
+    /// pager.unsubscribe();
+    /// // The most urgent first; within a level, in the order published.
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [0, 9, 5, 1, 1]);
+    /// ```
+    #[must_use = "an option setter returns the changed options"]
+    pub fn priority<T: 'static>(
+        mut self,
+        level: impl Fn(&T) -> u8 + Send + Sync + 'static,
+    ) -> Self {
+        self.priority = Some(crate::options::priority::Priority::new(level));
         self
     }
 

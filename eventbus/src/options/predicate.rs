@@ -1,5 +1,6 @@
 //! A function of one topic's messages with the topic's type erased, which it checks: what a
-//! subscription's filter (`filter.rs`) and a group's key (`key.rs`) are made of. A leaf.
+//! subscription's filter (`filter.rs`), a group's key (`key.rs`) and a priority
+//! (`priority.rs`) are made of. A leaf.
 
 use std::any::{Any, TypeId};
 use std::fmt;

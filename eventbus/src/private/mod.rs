@@ -56,6 +56,16 @@ pub const fn refuse_drop_newest_on_log<T: Topic>() {
     );
 }
 
+/// Refuses `#[subscriber(priority = f)]` on a log topic when the program is compiled:
+/// evaluated in a `const`, the assertion is a compile error.
+pub const fn refuse_priority_on_log<T: Topic>() {
+    assert!(
+        !T::LOG,
+        "`priority` cannot go with a log topic: its subscriptions read the one log in topic \
+         order, and there is no mailbox to reorder; drop `priority`, or the topic's `retain`"
+    );
+}
+
 /// Starts a registered subscriber, whose handler also gets the bus.
 pub fn subscribe_registered<T, H>(
     bus: &Bus,

@@ -17,6 +17,7 @@ use crate::dead_letter::{DeadLetter, DeadLetterStore};
 use crate::delivery::core::{SubscriptionCore, NOT_HANDLED};
 use crate::delivery::log::Reader;
 use crate::delivery::mailbox::Inbox;
+use crate::delivery::priority::PriorityInbox;
 use crate::handler::Failure;
 use crate::lifecycle::Lifecycle;
 use crate::message::Message;
@@ -64,9 +65,11 @@ impl Drop for Finish<'_> {
     }
 }
 
-/// Where a worker takes its messages from: its mailbox, or its topic's log.
+/// Where a worker takes its messages from: its mailbox (plain or by priority), or its
+/// topic's log.
 pub(crate) enum Source<T> {
     Mailbox(Inbox<T>),
+    Priority(PriorityInbox<T>),
     Log(Reader<T>),
 }
 
@@ -78,6 +81,7 @@ impl<T: Send + Sync + 'static> Source<T> {
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
         match self {
             Source::Mailbox(inbox) => inbox.next().map(Taken::Owned),
+            Source::Priority(inbox) => inbox.next().map(Taken::Owned),
             Source::Log(reader) => reader.next_lent(),
         }
     }
@@ -87,6 +91,7 @@ impl<T: Send + Sync + 'static> Source<T> {
     pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
         match self {
             Source::Mailbox(inbox) => inbox.next_async().await,
+            Source::Priority(inbox) => inbox.next_async().await,
             Source::Log(reader) => reader.next_async().await,
         }
     }
@@ -96,6 +101,7 @@ impl<T: Send + Sync + 'static> Source<T> {
     pub(crate) fn try_next(&mut self) -> Option<Message<T>> {
         match self {
             Source::Mailbox(inbox) => inbox.try_next(),
+            Source::Priority(inbox) => inbox.try_next(),
             Source::Log(reader) => reader.try_next(),
         }
     }
@@ -104,6 +110,7 @@ impl<T: Send + Sync + 'static> Source<T> {
     pub(crate) fn is_empty(&self) -> bool {
         match self {
             Source::Mailbox(inbox) => inbox.is_empty(),
+            Source::Priority(inbox) => inbox.is_empty(),
             Source::Log(reader) => reader.is_empty(),
         }
     }
@@ -149,11 +156,14 @@ fn close_out_rest<T: Send + Sync + 'static>(
     context: &Context,
     source: &mut Source<T>,
 ) {
-    if let Source::Mailbox(inbox) = source {
-        while let Some(message) = inbox.try_next() {
-            took(core);
-            closed_out(core, context, message);
-        }
+    let mut next = || match source {
+        Source::Mailbox(inbox) => inbox.try_next(),
+        Source::Priority(inbox) => inbox.try_next(),
+        Source::Log(_) => None,
+    };
+    while let Some(message) = next() {
+        took(core);
+        closed_out(core, context, message);
     }
 }
 
