@@ -299,6 +299,18 @@ pub enum SubscribeError {
         /// The type the filter takes.
         written_for: &'static str,
     },
+    /// The options' `retry_if` was written for another type than the handler's error (or
+    /// the handler cannot fail).
+    RetryIf {
+        /// The subscriber's name.
+        name: String,
+        /// The subscription's topic.
+        topic: &'static str,
+        /// The type the `retry_if` takes.
+        written_for: &'static str,
+        /// The handler's error type (`()` for a handler that cannot fail).
+        error: &'static str,
+    },
     /// A consumer group of 0 workers, or of more than
     /// [`Options::MAX_WORKERS`](crate::Options::MAX_WORKERS).
     Workers {
@@ -420,6 +432,17 @@ impl fmt::Display for SubscribeError {
                 "subscriber `{name}`: its filter takes `&{written_for}`, but it subscribes to \
                  `{topic}`: a filter takes a reference to the subscription's own topic"
             ),
+            SubscribeError::RetryIf {
+                name,
+                topic,
+                written_for,
+                error,
+            } => write!(
+                f,
+                "subscriber `{name}` of `{topic}`: its retry_if takes `&{written_for}`, but the \
+                 handler's error is `{error}`: retry_if takes a reference to the handler's own \
+                 error type"
+            ),
             SubscribeError::Workers { name, workers } => write!(
                 f,
                 "subscriber `{name}`: a group of {workers} workers is not allowed; a group has \
@@ -488,6 +511,7 @@ impl std::error::Error for SubscribeError {
             | SubscribeError::OutOfMemory { .. }
             | SubscribeError::MissingState(_)
             | SubscribeError::Filter { .. }
+            | SubscribeError::RetryIf { .. }
             | SubscribeError::Workers { .. }
             | SubscribeError::Key { .. }
             | SubscribeError::Group { .. }

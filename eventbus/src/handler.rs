@@ -3,13 +3,14 @@
 //! a failed attempt, never a dead worker, and neither is a panic payload that panics again
 //! when dropped.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::error::Error;
 use std::fmt::{self, Display};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::message::Message;
+use crate::options::retry_if::RetryIf;
 use crate::util::unwind::drop_quietly;
 
 mod sealed {
@@ -23,6 +24,40 @@ mod sealed {
 pub struct Failure {
     text: String,
     error: Option<Arc<dyn Error + Send + Sync + 'static>>,
+    /// The subscription's `retry_if` said this error is not worth retrying.
+    permanent: bool,
+}
+
+thread_local! {
+    /// The `retry_if` of the subscription whose attempt this thread runs now (see
+    /// [`attempt_with`]): the handler's error has its type only where the handler's result
+    /// is turned into a [`Failure`], inside the attempt, so the question is asked there.
+    static RETRY_IF: std::cell::RefCell<Option<RetryIf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the attempt's `retry_if` says `error` is worth retrying (yes without one).
+fn worth_retrying(error: &dyn Any) -> bool {
+    RETRY_IF.with(|retry_if| {
+        retry_if
+            .borrow()
+            .as_ref()
+            .map_or(true, |r| r.retries(error))
+    })
+}
+
+/// Runs `run` with `retry_if` as the thread's, and back to what was there after (a panic
+/// included).
+pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
+    struct Restore(Option<RetryIf>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let before = self.0.take();
+            RETRY_IF.with(|retry_if| *retry_if.borrow_mut() = before);
+        }
+    }
+    let before = RETRY_IF.with(|current| current.replace(retry_if.cloned()));
+    let _restore = Restore(before);
+    run()
 }
 
 impl Failure {
@@ -31,6 +66,7 @@ impl Failure {
         Failure {
             text: text.to_string(),
             error: None,
+            permanent: false,
         }
     }
 
@@ -39,7 +75,13 @@ impl Failure {
         Failure {
             text: error.to_string(),
             error: Some(Arc::new(error)),
+            permanent: false,
         }
+    }
+
+    /// Whether the subscription's `retry_if` ruled out a retry.
+    pub(crate) fn is_permanent(&self) -> bool {
+        self.permanent
     }
 
     pub(crate) fn message(&self) -> &str {
@@ -75,6 +117,12 @@ impl fmt::Debug for Failure {
 pub trait HandlerResult: sealed::Sealed {
     #[doc(hidden)]
     fn into_result(self) -> Result<(), Failure>;
+
+    /// The error's type, if the handler can fail (for `Options::retry_if`'s check).
+    #[doc(hidden)]
+    fn error_type() -> Option<(TypeId, &'static str)> {
+        None
+    }
 }
 
 impl sealed::Sealed for () {}
@@ -88,19 +136,27 @@ impl<E: Display + 'static> sealed::Sealed for Result<(), E> {}
 impl<E: Display + 'static> HandlerResult for Result<(), E> {
     fn into_result(self) -> Result<(), Failure> {
         self.map_err(|error| {
+            let permanent = !worth_retrying(&error);
             // The one error type a closure can name without a bound of ours: keep it whole.
             let boxed: Box<dyn Any> = Box::new(error);
-            match boxed.downcast::<Box<dyn Error + Send + Sync>>() {
+            let mut failure = match boxed.downcast::<Box<dyn Error + Send + Sync>>() {
                 Ok(error) => Failure {
                     text: error.to_string(),
                     error: Some(Arc::from(*error)),
+                    permanent: false,
                 },
                 Err(other) => match other.downcast::<E>() {
                     Ok(error) => Failure::text(error),
                     Err(_) => unreachable!("the box holds an E"),
                 },
-            }
+            };
+            failure.permanent = permanent;
+            failure
         })
+    }
+
+    fn error_type() -> Option<(TypeId, &'static str)> {
+        Some((TypeId::of::<E>(), std::any::type_name::<E>()))
     }
 }
 
@@ -117,6 +173,10 @@ impl<E: Display + 'static> HandlerResult for Result<(), E> {
 pub trait Handler<T>: Send + 'static {
     #[doc(hidden)]
     fn call(&mut self, message: &Message<T>) -> Result<(), Failure>;
+
+    /// Its result's error type, if it can fail.
+    #[doc(hidden)]
+    fn error_type(&self) -> Option<(TypeId, &'static str)>;
 }
 
 impl<T, F, R> Handler<T> for F
@@ -126,6 +186,10 @@ where
 {
     fn call(&mut self, message: &Message<T>) -> Result<(), Failure> {
         self(message).into_result()
+    }
+
+    fn error_type(&self) -> Option<(TypeId, &'static str)> {
+        R::error_type()
     }
 }
 
@@ -141,6 +205,10 @@ where
 pub trait GroupHandler<T>: Send + Sync + 'static {
     #[doc(hidden)]
     fn call(&self, message: &Message<T>) -> Result<(), Failure>;
+
+    /// Its result's error type, if it can fail.
+    #[doc(hidden)]
+    fn error_type(&self) -> Option<(TypeId, &'static str)>;
 }
 
 impl<T, F, R> GroupHandler<T> for F
@@ -150,6 +218,10 @@ where
 {
     fn call(&self, message: &Message<T>) -> Result<(), Failure> {
         self(message).into_result()
+    }
+
+    fn error_type(&self) -> Option<(TypeId, &'static str)> {
+        R::error_type()
     }
 }
 
@@ -166,6 +238,17 @@ fn panicked(panic: Box<dyn Any + Send>) -> Failure {
     let failure = Failure::text(format_args!("panicked: {}", panic_message(&*panic)));
     let _ = drop_quietly(panic);
     failure
+}
+
+/// `future`, with `retry_if` as its thread's whenever it is polled (a task may move between
+/// threads): where an async handler's result becomes a [`Failure`].
+#[cfg(feature = "tokio")]
+pub(crate) async fn with_retry_if_async<F: std::future::Future>(
+    retry_if: Option<RetryIf>,
+    future: F,
+) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| with_retry_if(retry_if.as_ref(), || future.as_mut().poll(cx))).await
 }
 
 /// Runs one async attempt: making the future and every poll of it; a panic in either is a

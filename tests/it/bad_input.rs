@@ -147,7 +147,10 @@ fn endless_retries_end_at_close_timeout_as_a_dead_letter() {
     // never attempted, its payload kept. (The one being retried may be one already too: the
     // stop ends its backoff, and its worker may run first.)
     let letters = bus.dead_letters();
-    let queued = letters.iter().find(|l| l.seq() == 1).expect("the queued one is kept");
+    let queued = letters
+        .iter()
+        .find(|l| l.seq() == 1)
+        .expect("the queued one is kept");
     assert_eq!(queued.attempts(), 0);
     assert_eq!(queued.payload::<Job>().map(|j| j.0), Some(2));
     assert!(queued.error().contains("close"), "{}", queued.error());

@@ -39,6 +39,8 @@ pub mod overflow;
 pub mod priority;
 pub mod redelivery;
 pub mod retries;
+#[cfg(feature = "tokio")]
+pub mod retry_if;
 #[cfg(feature = "serde")]
 pub mod serde;
 pub mod stats;

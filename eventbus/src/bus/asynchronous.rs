@@ -91,6 +91,7 @@ impl Bus {
         A: Future<Output = R> + Send + 'static,
         R: HandlerResult,
     {
+        crate::engine::check_retry_if::<T>(&self.engine, &options, R::error_type())?;
         let core = self
             .engine
             .subscribe_task(options, move |message: Message<T>| {
@@ -182,6 +183,7 @@ impl Bus {
         A: Future<Output = R> + Send + 'static,
         R: HandlerResult,
     {
+        crate::engine::check_retry_if::<T>(&self.engine, &options, R::error_type())?;
         let core = self
             .engine
             .subscribe_shared_task(options, move |message: Message<T>| {

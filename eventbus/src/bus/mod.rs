@@ -325,6 +325,7 @@ impl Bus {
         options: Options,
         mut handler: impl Handler<T>,
     ) -> Result<Subscription, SubscribeError> {
+        crate::engine::check_retry_if::<T>(&self.engine, &options, handler.error_type())?;
         let core = self
             .engine
             .subscribe(options, move |message: &Message<T>| handler.call(message))?;
@@ -492,6 +493,7 @@ impl Bus {
         options: Options,
         handler: impl GroupHandler<T>,
     ) -> Result<Subscription, SubscribeError> {
+        crate::engine::check_retry_if::<T>(&self.engine, &options, handler.error_type())?;
         let handler = Arc::new(move |message: &Message<T>| handler.call(message));
         let core = self.engine.subscribe_shared(options, handler)?;
         Ok(Subscription::new(Arc::clone(&self.engine), core))

@@ -34,6 +34,12 @@ fn refused(options: &Options) -> Option<&'static str> {
              again: drop `retries`",
         );
     }
+    if options.retry_if.is_some() {
+        return Some(
+            "`retry_if` chooses which failures are retried; an inline subscriber retries \
+             none (a refusal goes back to the publisher): drop it",
+        );
+    }
     if options.priority.is_some() {
         return Some(
             "a priority orders a mailbox; an inline subscriber has none (its handler runs \

@@ -99,6 +99,34 @@ fn is_group(options: &Options) -> bool {
 }
 
 /// A subscription's name: the one given, else `subscription-N`.
+/// Refuses a `retry_if` written for another type than the handler's error (`error`: its
+/// type, if the handler can fail at all).
+pub(crate) fn check_retry_if<T: Topic>(
+    engine: &Engine,
+    options: &Options,
+    error: Option<(std::any::TypeId, &'static str)>,
+) -> Result<(), crate::error::SubscribeError> {
+    let Some(retry_if) = &options.retry_if else {
+        return Ok(());
+    };
+    let refused = |written_for: &'static str, error: &'static str| {
+        let id = engine.next_subscription.load(Relaxed);
+        crate::error::SubscribeError::RetryIf {
+            name: subscription_name(options, id),
+            topic: T::name(),
+            written_for,
+            error,
+        }
+    };
+    match error {
+        None => Err(refused(retry_if.written_for(), "()")),
+        Some((type_id, name)) => match retry_if.written_for_type() == type_id {
+            true => Ok(()),
+            false => Err(refused(retry_if.written_for(), name)),
+        },
+    }
+}
+
 fn subscription_name(options: &Options, id: u64) -> String {
     match &options.name {
         Some(name) => name.clone(),

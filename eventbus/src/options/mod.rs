@@ -5,6 +5,7 @@ pub(crate) mod filter;
 pub(crate) mod key;
 pub(crate) mod predicate;
 pub(crate) mod priority;
+pub(crate) mod retry_if;
 
 use std::time::Duration;
 
@@ -136,6 +137,7 @@ pub struct Options {
     pub(crate) workers: usize,
     pub(crate) key: Option<crate::options::key::Key>,
     pub(crate) priority: Option<crate::options::priority::Priority>,
+    pub(crate) retry_if: Option<crate::options::retry_if::RetryIf>,
 }
 
 impl Default for Options {
@@ -151,6 +153,7 @@ impl Default for Options {
             workers: 1,
             key: None,
             priority: None,
+            retry_if: None,
         }
     }
 }
@@ -247,6 +250,50 @@ impl Options {
         accepts: impl Fn(&T) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.filter = Some(crate::options::filter::Filter::new(accepts));
+        self
+    }
+
+    /// Which failures are worth retrying: asked with the handler's error `E` when an attempt
+    /// fails; a failure it says `false` for is a dead letter at once (one attempt), as an
+    /// error no retry can fix (a constraint the database refuses, a malformed order) should
+    /// be. A panic is retried as before, and so is a failure when the predicate itself
+    /// panics. Written for another type than the handler's error, it is refused at
+    /// subscribe ([`SubscribeError::RetryIf`](crate::SubscribeError::RetryIf)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use eventbus::{Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// struct Order(i64);
+    ///
+    /// #[derive(Debug)]
+    /// enum SaveError { Busy, Refused }
+    /// impl std::fmt::Display for SaveError {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         write!(f, "{self:?}")
+    ///     }
+    /// }
+    ///
+    /// let bus = Bus::builder().build();
+    /// let options = Options::default()
+    ///     .retries(5)
+    ///     .backoff(Duration::from_millis(1))
+    ///     .retry_if(|e: &SaveError| matches!(e, SaveError::Busy));
+    /// bus.subscribe::<Order>(options, |m: &Message<Order>| {
+    ///     if m.0 < 0 { Err(SaveError::Refused) } else { Ok(()) }
+    /// });
+    /// bus.publish(Order(-1)).unwrap();
+    /// bus.wait_idle();
+    /// assert_eq!(bus.dead_letters()[0].attempts(), 1); // not retried
+    /// # bus.close();
+    /// ```
+    #[must_use = "an option setter returns the changed options"]
+    pub fn retry_if<E: 'static>(
+        mut self,
+        retry: impl Fn(&E) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.retry_if = Some(crate::options::retry_if::RetryIf::new(retry));
         self
     }
 

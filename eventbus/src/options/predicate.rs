@@ -29,6 +29,11 @@ impl<R> MessageFn<R> {
         }
     }
 
+    /// The type it was written for, and its name.
+    pub(crate) fn written_for(&self) -> (TypeId, &'static str) {
+        (self.topic, self.topic_name)
+    }
+
     /// Whether it was written for topic `T`; else the type it was written for.
     pub(crate) fn check<T: 'static>(&self) -> Result<(), &'static str> {
         if self.topic == TypeId::of::<T>() {

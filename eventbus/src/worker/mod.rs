@@ -182,10 +182,12 @@ fn delivered<M>(core: &SubscriptionCore, message: M) {
     Counters::bump(&core.counters.delivered);
 }
 
-/// A failed attempt, counted; the wait before the retry, if there is one.
-fn failed(core: &SubscriptionCore, attempts: u32) -> Option<Duration> {
+/// A failed attempt, counted; the wait before the retry, if there is one (none for a failure
+/// the subscription's `retry_if` ruled out).
+fn failed(core: &SubscriptionCore, attempts: u32, failure: &Failure) -> Option<Duration> {
     Counters::bump(&core.counters.failed);
-    (attempts <= core.options.retries).then(|| core.options.retry_delay(attempts))
+    (attempts <= core.options.retries && !failure.is_permanent())
+        .then(|| core.options.retry_delay(attempts))
 }
 
 /// A message given up on: kept as a dead letter.

@@ -139,14 +139,17 @@ async fn deliver<T: Send + Sync + 'static>(
             &core.name,
             attempts,
             message.cause(),
-            handler::attempt_async(|| handler.call(share)),
+            handler::with_retry_if_async(
+                core.options.retry_if.clone(),
+                handler::attempt_async(|| handler.call(share)),
+            ),
         )
         .await;
         let failure = match outcome {
             Ok(()) => return delivered(core, message),
             Err(failure) => failure,
         };
-        match failed(core, attempts) {
+        match failed(core, attempts, &failure) {
             Some(delay) if context.lifecycle.sleep_async(delay).await => {
                 // The error is user code too: its `Drop` may panic.
                 drop_quietly(failure);

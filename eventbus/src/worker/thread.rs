@@ -94,13 +94,14 @@ fn deliver<T: Send + Sync + 'static>(
                 attempts,
                 message.cause(),
             );
-            handler::attempt(|| handler(&message))
+            let retry_if = core.options.retry_if.as_ref();
+            handler::with_retry_if(retry_if, || handler::attempt(|| handler(&message)))
         };
         let failure = match outcome {
             Ok(()) => return delivered(core, message),
             Err(failure) => failure,
         };
-        match failed(core, attempts) {
+        match failed(core, attempts, &failure) {
             Some(delay) if context.lifecycle.sleep(delay) => {
                 // The error is user code too: its `Drop` may panic.
                 drop_quietly(failure);
