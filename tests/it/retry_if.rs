@@ -37,13 +37,16 @@ fn options() -> Options {
         .retry_if(transient)
 }
 
+/// Attempts of refused, busy and fine orders.
+type Attempts = Arc<[AtomicU32; 3]>;
+
 /// Attempts per order id, and the handler that counts them: negative ids are refused for
 /// good, ids above 100 are busy every time, others succeed.
 fn counting() -> (
-    Arc<[AtomicU32; 3]>,
+    Attempts,
     impl FnMut(&Message<Order>) -> Result<(), SaveError>,
 ) {
-    let attempts: Arc<[AtomicU32; 3]> = Arc::new(Default::default());
+    let attempts: Attempts = Arc::new(Default::default());
     let count = Arc::clone(&attempts);
     let handler = move |m: &Message<Order>| {
         let (slot, outcome) = match m.0 {
