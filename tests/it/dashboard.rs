@@ -1040,3 +1040,237 @@ fn the_page_mounted_in_an_axum_router_shows_the_bus_and_redelivers() {
     drop(driver);
     drop(runtime);
 }
+
+#[derive(Topic, Debug)]
+#[topic(name = "audit.log", retain = 10)]
+struct Audited(#[allow(dead_code)] u64);
+
+#[derive(Topic, Debug, serde::Serialize)]
+#[topic(name = "refunds")]
+struct Refund {
+    id: u32,
+    reason: &'static str,
+}
+
+/// The texts `css` matches, each read as a number.
+fn numbers(texts: &[String]) -> Option<Vec<f64>> {
+    texts.iter().map(|t| t.parse::<f64>().ok()).collect()
+}
+
+/// The classes of the elements `css` matches, read in one step in the page.
+fn classes(driver: &Driver, css: &str) -> Vec<String> {
+    let script = "return Array.from(document.querySelectorAll(arguments[0]), e => e.className)";
+    let found = driver.command(
+        "POST",
+        "/execute/sync",
+        Some(json!({"script": script, "args": [css]})),
+    );
+    found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits until `script` (run in the page with `args`) returns `true`.
+fn wait_in_page(driver: &Driver, script: &str, args: Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let done = driver.command(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": script, "args": args})),
+        );
+        if done == json!(true) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never true in the page: {script}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn rates_show_at_the_first_poll_charts_fill_the_log_shows_lag_and_drops_are_styled_by_policy() {
+    let bus = Bus::builder().build();
+    // A Block reader of a log topic, started at a seq the log no longer keeps: the gap is
+    // dropped (an alarm for a Block subscriber); it holds its first message, 10 behind.
+    for i in 0..25 {
+        bus.publish(Audited(i)).unwrap();
+    }
+    let (hold_log, wait_log) = mpsc::channel::<()>();
+    let (log_started, log_busy) = mpsc::channel();
+    bus.subscribe::<Audited>(
+        Options::default()
+            .name("replay")
+            .start(eventbus::Start::Seq(5)),
+        move |_: &Message<Audited>| {
+            let _ = log_started.send(());
+            let _ = wait_log.recv();
+        },
+    );
+    log_busy.recv().unwrap();
+    // A DropOldest subscriber of 2 that holds tick 0 and drops 2 of the 4 behind it: by
+    // design, no alarm.
+    let (hold, wait) = mpsc::channel::<()>();
+    let (started, busy) = mpsc::channel();
+    bus.subscribe::<PriceTick>(
+        Options::default()
+            .name("ticker")
+            .capacity(2)
+            .overflow(Overflow::DropOldest),
+        move |m: &Message<PriceTick>| {
+            if m.0 == 0 {
+                started.send(()).unwrap();
+                let _ = wait.recv();
+            }
+        },
+    );
+    bus.publish(PriceTick(0)).unwrap();
+    busy.recv().unwrap();
+    for tick in 1..=4 {
+        bus.publish(PriceTick(tick)).unwrap();
+    }
+
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    // The server's first answer has every rate as a number already.
+    let (status, state) = request("GET", dashboard.addr(), "/api/state", None);
+    assert_eq!(status, 200);
+    for topic in state["stats"]["topics"].as_array().unwrap() {
+        assert!(topic["rate"].is_number(), "{topic}");
+    }
+    for s in state["stats"]["subscriptions"].as_array().unwrap() {
+        assert!(s["rate_in"].is_number() && s["rate_out"].is_number(), "{s}");
+    }
+
+    let driver = Driver::start();
+    driver.go(&dashboard.url());
+    // The first drawing (the page's first poll) shows numbers, not "–".
+    let rates = driver.wait_until("#topics tbody tr td.rate", |t| !t.is_empty());
+    assert!(
+        numbers(&rates).is_some(),
+        "rates at the first poll: {rates:?}"
+    );
+    let rates =
+        driver.texts("#subscriptions tbody tr td.rate-in, #subscriptions tbody tr td.rate-out");
+    assert!(
+        numbers(&rates).is_some(),
+        "rates at the first poll: {rates:?}"
+    );
+
+    driver.wait_for("#topics tbody tr td.name", &["audit.log", "prices.tick"]);
+    driver.wait_for(
+        "#topics tbody tr[data-topic='audit.log'] td.log .retained",
+        &["10 kept"],
+    );
+    driver.wait_for(
+        "#topics tbody tr[data-topic='audit.log'] td.log .oldest",
+        &[" from #15"],
+    );
+    driver.wait_for(
+        "#topics tbody tr[data-topic='audit.log'] td.log .lag[data-subscriber='replay']",
+        &["replay: 10 behind"],
+    );
+    driver.wait_for("#topics tbody tr[data-topic='prices.tick'] td.log", &[""]);
+
+    driver.wait_for("#subscriptions tbody tr td.name", &["replay", "ticker"]);
+    driver.wait_for("#subscriptions tbody tr td.dropped", &["10", "2"]);
+    assert_eq!(
+        classes(&driver, "#subscriptions tbody tr td.dropped"),
+        ["num dropped alert", "num dropped expected"],
+        "the Block subscriber's drops are an alarm, the DropOldest one's are not"
+    );
+
+    // Every row has a chart; after a few samples each has a line of several points.
+    driver.wait_until("#topics tbody tr td.trend svg.chart", |t| t.len() == 2);
+    driver.wait_until("#subscriptions tbody tr td.trend svg.chart", |t| {
+        t.len() == 2
+    });
+    wait_in_page(
+        &driver,
+        "const lines = document.querySelectorAll(arguments[0]); \
+         return lines.length === 6 && Array.from(lines).every(l => \
+           l.getAttribute('points').trim().split(/\\s+/).length >= 3);",
+        json!(["#topics svg.chart polyline.rate, #subscriptions svg.chart polyline"]),
+    );
+    wait_in_page(
+        &driver,
+        "const d = document.querySelector(arguments[0]); \
+         return d !== null && Number(d.dataset.points) >= 3;",
+        json!(["#subscriptions tbody tr[data-subscriber='ticker'] svg.chart"]),
+    );
+
+    drop(hold);
+    drop(hold_log);
+    bus.close();
+    driver.wait_for("#bus-state", &["closed"]);
+    // At rest every subscription's out (delivered + dead + dropped) caught up with its in.
+    let stats = bus.stats();
+    for s in &stats.subscriptions {
+        assert_eq!(
+            s.received,
+            s.delivered + s.dead_lettered + s.dropped,
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn a_dead_letter_shows_its_message_and_the_letters_past_the_newest_100_are_counted() {
+    let bus = Bus::builder().build();
+    bus.subscribe::<Refund>(Options::default().name("refunds"), |_: &Message<Refund>| {
+        Err::<(), _>("bank offline")
+    });
+    bus.subscribe::<PriceTick>(
+        Options::default().name("ticker"),
+        |_: &Message<PriceTick>| Err::<(), _>("stale price"),
+    );
+    for id in 0..104 {
+        bus.publish(Refund { id, reason: "late" }).unwrap();
+    }
+    // The tick's letter after every refund's: the newest.
+    while bus.dead_letters().len() < 104 {
+        std::thread::yield_now();
+    }
+    bus.publish(PriceTick(9)).unwrap();
+    while bus.dead_letters().len() < 105 {
+        std::thread::yield_now();
+    }
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    let driver = Driver::start();
+    driver.go(&dashboard.url());
+
+    let messages = driver.wait_until("#dead-letters tbody tr td.message", |t| t.len() == 100);
+    // Newest first: the tick (no Serialize: its Debug), then the refunds (JSON).
+    assert_eq!(messages[0], "PriceTick(9)");
+    assert_eq!(messages[1], r#"{"id":103,"reason":"late"}"#);
+    assert_eq!(messages[99], r#"{"id":5,"reason":"late"}"#);
+    driver.wait_for("#dead-older", &["and 5 older not shown"]);
+    wait_in_page(
+        &driver,
+        "return !document.getElementById('dead-older').hidden;",
+        json!([]),
+    );
+    bus.close();
+}
+
+#[test]
+fn with_every_letter_shown_the_not_shown_line_is_hidden() {
+    let (bus, dashboard, _) = served();
+    let driver = Driver::start();
+    driver.go(&dashboard.url());
+    driver.wait_for(
+        "#dead-letters tbody tr td.message",
+        &[r#"OrderPlaced { id: 1 }"#],
+    );
+    wait_in_page(
+        &driver,
+        "const older = document.getElementById('dead-older'); \
+         return older.hidden && older.textContent === 'and 0 older not shown';",
+        json!([]),
+    );
+    bus.close();
+}

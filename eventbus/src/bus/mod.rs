@@ -777,6 +777,14 @@ impl Bus {
         self.engine.dead_letters.snapshot()
     }
 
+    /// A dead letter's message as text, for the dashboard: its JSON when its topic's type
+    /// implements `serde::Serialize` (feature `serde`), else its `Debug`. `None` for a letter
+    /// whose message no topic of this bus carries.
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn show_dead_letter(&self, letter: &DeadLetter) -> Option<String> {
+        self.engine.show_dead_letter(letter)
+    }
+
     /// Takes the dead letters out of the store, oldest first (to republish them, say).
     pub fn take_dead_letters(&self) -> Vec<DeadLetter> {
         self.engine.dead_letters.take()

@@ -1,12 +1,16 @@
-// The eventbus dashboard: polls /api/state every second and redraws the tables; a dead
-// letter's button redelivers it with POST /api/redeliver (the token is the page's).
+// The eventbus dashboard: polls /api/state every second and redraws the tables, with the
+// rates and the short histories the server computes over its own samples (history.rs), one
+// small SVG chart per topic and subscription; a dead letter's button redelivers it with
+// POST /api/redeliver (the token is the page's).
 "use strict";
 
 const token = document.querySelector('meta[name="eventbus-token"]').content;
 // The page's own path as the base of the API's: `/` on the dashboard's own server, the mount
 // point (`/admin/bus` or `/admin/bus/`) inside an application's router.
 const apiBase = location.pathname.endsWith("/") ? location.pathname : location.pathname + "/";
-let previous = null; // { at, published: Map, received: Map, delivered: Map }
+// The span of the charts, in seconds: the server keeps five minutes of samples.
+const CHART_SECONDS = 300;
+const SVG = "http://www.w3.org/2000/svg";
 
 function cell(row, text, className) {
   const td = document.createElement("td");
@@ -16,12 +20,65 @@ function cell(row, text, className) {
   return td;
 }
 
-function perSecond(now, before, key, at) {
-  if (!previous || !before.has(key)) return "–";
-  const seconds = (at - previous.at) / 1000;
-  if (seconds <= 0) return "–";
-  const rate = Math.max(0, now - before.get(key)) / seconds;
-  return rate >= 100 ? rate.toFixed(0) : rate.toFixed(1);
+function rate(value) {
+  if (value == null) return "–";
+  return value >= 100 ? value.toFixed(0) : value.toFixed(1);
+}
+
+// A line of `values` at times `t` (seconds before now, negative) over the chart's span,
+// scaled to `top` (its largest value, at least 1).
+function line(t, values, top, className, width, height) {
+  const scale = Math.max(1, top);
+  const points = values.map((v, i) => {
+    const x = width * (1 + Math.max(-CHART_SECONDS, t[i]) / CHART_SECONDS);
+    const y = height - 1 - (height - 2) * Math.min(1, v / scale);
+    return x.toFixed(1) + "," + y.toFixed(1);
+  });
+  const polyline = document.createElementNS(SVG, "polyline");
+  polyline.setAttribute("class", className);
+  polyline.setAttribute("points", points.join(" "));
+  return polyline;
+}
+
+// A topic's chart (its rate), or a subscription's (its rate out, and its mailbox's depth
+// against its capacity).
+function chart(history, capacity) {
+  const width = 120, height = 28;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "chart");
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+  svg.dataset.points = history.t.length;
+  const top = Math.max(0, ...history.rate);
+  const title = document.createElementNS(SVG, "title");
+  title.textContent = "last " + CHART_SECONDS / 60 + " min: up to " + rate(top) + "/s" +
+    (history.depth ? ", mailbox up to " + Math.max(0, ...history.depth) + " of " + capacity : "");
+  svg.appendChild(title);
+  if (history.depth) svg.appendChild(line(history.t, history.depth, capacity, "depth", width, height));
+  svg.appendChild(line(history.t, history.rate, top, "rate", width, height));
+  return svg;
+}
+
+// A log topic's column: how many it keeps, from which seq, and how far behind each reader is.
+function logCell(row, topic, subscriptions) {
+  const td = cell(row, "", "log");
+  if (topic.retained == null) return;
+  const part = (text, className) => {
+    const span = document.createElement("span");
+    span.className = className;
+    span.textContent = text;
+    td.appendChild(span);
+    return span;
+  };
+  part(topic.retained + " kept", "retained");
+  part(" from #" + topic.oldest, "oldest");
+  for (const s of subscriptions) {
+    if (s.topic !== topic.name || s.lag == null) continue;
+    const lag = part(s.name + ": " + s.lag + " behind", "lag" + (s.lag > 0 ? " behind" : ""));
+    lag.dataset.subscriber = s.name;
+    lag.title = s.name + " is at #" + s.position;
+  }
 }
 
 function bar(queued, capacity) {
@@ -45,7 +102,6 @@ function bar(queued, capacity) {
 function draw(state) {
   const at = state.now_ms;
   const stats = state.stats;
-  const published = new Map(), received = new Map(), delivered = new Map();
 
   const pill = document.getElementById("bus-state");
   pill.textContent = state.closed ? "closed" : "open";
@@ -58,25 +114,18 @@ function draw(state) {
   for (const t of stats.topics) {
     const row = document.createElement("tr");
     row.dataset.topic = t.name;
-    published.set(t.name, t.published);
     cell(row, t.name, "name");
     cell(row, t.published, "num published");
-    cell(row, perSecond(t.published, previous ? previous.published : null, t.name, at), "num rate");
+    cell(row, rate(t.rate), "num rate");
+    cell(row, "", "trend").appendChild(chart(t.history, 0));
     cell(row, t.subscribers, "num subscribers");
-    cell(row, t.retained == null ? "" : t.retained + " kept from #" + t.oldest, "log");
+    logCell(row, t, stats.subscriptions);
     topics.appendChild(row);
   }
 
   const subs = document.querySelector("#subscriptions tbody");
   subs.replaceChildren();
-  const seen = new Map();
   for (const s of stats.subscriptions) {
-    const base = s.topic + "\u0000" + s.name;
-    const n = (seen.get(base) || 0) + 1;
-    seen.set(base, n);
-    const key = base + "\u0000" + n;
-    received.set(key, s.received);
-    delivered.set(key, s.delivered);
     const row = document.createElement("tr");
     row.dataset.topic = s.topic;
     row.dataset.subscriber = s.name;
@@ -87,15 +136,19 @@ function draw(state) {
     depth.dataset.queued = s.queued;
     depth.dataset.capacity = s.capacity;
     depth.appendChild(bar(s.queued, s.capacity));
-    cell(row, perSecond(s.received, previous ? previous.received : null, key, at), "num rate-in");
-    cell(row, perSecond(s.delivered, previous ? previous.delivered : null, key, at), "num rate-out");
+    cell(row, rate(s.rate_in), "num rate-in");
+    // Out is everything finished: delivered, dead-lettered or dropped, so in = out at rest.
+    cell(row, rate(s.rate_out), "num rate-out");
+    cell(row, "", "trend").appendChild(chart(s.history, s.capacity));
     cell(row, s.received, "num received");
     cell(row, s.in_handler, "num in-handler");
     cell(row, s.delivered, "num delivered");
     cell(row, s.failed, "num failed");
     cell(row, s.retried, "num retried");
     cell(row, s.dead_lettered, "num dead" + (s.dead_lettered > 0 ? " alert" : ""));
-    cell(row, s.dropped, "num dropped" + (s.dropped > 0 ? " alert" : ""));
+    // A dropping policy drops by design; a Block subscriber should never lose a message.
+    const drops = s.dropped === 0 ? "" : s.overflow === "Block" ? " alert" : " expected";
+    cell(row, s.dropped, "num dropped" + drops);
     cell(row, s.filtered, "num filtered");
     subs.appendChild(row);
   }
@@ -113,6 +166,7 @@ function draw(state) {
     cell(row, l.seq, "num seq");
     cell(row, l.subscriber, "subscriber");
     cell(row, l.attempts, "num attempts");
+    cell(row, l.message == null ? "" : l.message, "message");
     cell(row, l.error, "error");
     const button = document.createElement("button");
     button.textContent = "Republish";
@@ -125,11 +179,11 @@ function draw(state) {
   }
   const count = stats.dead_letters;
   document.getElementById("dead-count").textContent =
-    count + " kept, " + stats.dead_letters_discarded + " discarded" +
-    (count > state.dead_letters.length ? ", newest " + state.dead_letters.length + " shown" : "");
+    count + " kept, " + stats.dead_letters_discarded + " discarded";
+  const older = document.getElementById("dead-older");
+  older.textContent = "and " + state.dead_letters_not_shown + " older not shown";
+  older.hidden = state.dead_letters_not_shown === 0;
   document.getElementById("no-dead").hidden = state.dead_letters.length > 0;
-
-  previous = { at, published, received, delivered };
 }
 
 async function republish(button, letter) {

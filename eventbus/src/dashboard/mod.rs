@@ -1,9 +1,9 @@
 //! The live page (feature `dashboard`): a small HTTP/1.1 server on a thread of its own
 //! (`std::net`, a thread per connection, at most [`MAX_CONNECTIONS`] at once) serving one
 //! page that shows every topic and subscription, with rates, mailbox depth against
-//! capacity, drops and dead letters, updated by polling `GET /api/state` every second; and
-//! a button per dead letter that redelivers it ([`Bus::redeliver`]) with
-//! `POST /api/redeliver`.
+//! capacity, a chart of each one's last minutes (`history.rs`), drops and dead letters (with
+//! their messages), updated by polling `GET /api/state` every second; and a button per dead
+//! letter that redelivers it ([`Bus::redeliver`]) with `POST /api/redeliver`.
 //!
 //! The page, its script and its style are in the crate (`include_str!`): no build step, no
 //! CDN, no request leaves the machine. The script and style are inlined into the page (with a
@@ -25,6 +25,7 @@
 //! Requests the server does not understand get a 4xx with a JSON `{"error": ...}`; nothing a
 //! client sends makes it panic.
 
+mod history;
 mod http;
 mod service;
 
@@ -34,14 +35,18 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use serde_json::{json, Value};
 
+use self::history::History;
 use self::http::{Request, Response};
 use crate::bus::Bus;
+use crate::dead_letter::DeadLetter;
 use crate::error::RedeliverError;
 
 /// Connections served at once; more get a 503 at once.
@@ -80,13 +85,22 @@ const STYLE: &str = include_str!("style.css");
 pub fn serve(bus: &Bus, addr: impl ToSocketAddrs) -> std::io::Result<Dashboard> {
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
+    let (sampling, stopped) = crossbeam_channel::bounded(0);
     let shared = Arc::new(Shared {
+        history: History::new(&bus.stats()),
         bus: bus.worker_handle(),
         token: token(),
         port: addr.port(),
         connections: AtomicUsize::new(0),
         draining: AtomicUsize::new(0),
+        _sampling: Some(sampling),
     });
+    {
+        let shared = Arc::downgrade(&shared);
+        std::thread::Builder::new()
+            .name("eventbus-dashboard-samples".into())
+            .spawn(move || sample(&shared, &stopped))?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let accepting = {
         let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
@@ -173,6 +187,23 @@ pub(crate) struct Shared {
     connections: AtomicUsize,
     /// Connections refused with a 503 whose input is being drained now.
     draining: AtomicUsize,
+    /// The bus's recent counters: rates and charts.
+    history: History,
+    /// Held for the standalone server's sampling thread, which ends once this is dropped
+    /// (with the last connection, after the server stops).
+    _sampling: Option<Sender<()>>,
+}
+
+/// The standalone server's sampling thread: a sample of the stats every [`history::PERIOD`],
+/// until the server's shared state is gone.
+fn sample(shared: &Weak<Shared>, stopped: &Receiver<()>) {
+    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(history::PERIOD) {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let stats = shared.bus.stats();
+        shared.history.record(Instant::now(), &stats);
+    }
 }
 
 fn accept(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
@@ -312,9 +343,7 @@ pub(crate) fn route(shared: &Shared, reached: &Reached<'_>, request: &Request) -
         }
         ("/app.js", "GET") => Response::new(200, "text/javascript; charset=utf-8", SCRIPT),
         ("/style.css", "GET") => Response::new(200, "text/css; charset=utf-8", STYLE),
-        ("/api/state", "GET") => {
-            Response::new(200, "application/json", state(&shared.bus).to_string())
-        }
+        ("/api/state", "GET") => Response::new(200, "application/json", state(shared).to_string()),
         ("/api/redeliver", "POST") => match allowed(shared, reached, request) {
             Err(refused) => refused,
             Ok(()) => redeliver(&shared.bus, &request.body),
@@ -464,10 +493,16 @@ fn same_token(given: &[u8], expected: &[u8]) -> bool {
             == 0
 }
 
-/// What the page shows: the stats, and the newest dead letters with the id of the
-/// subscription each is for.
-fn state(bus: &Bus) -> Value {
+/// What the page shows: the stats with rates and charts (see `history.rs`), and the newest
+/// dead letters, each with the id of the subscription it is for and its message as text;
+/// and how many older letters are not shown.
+fn state(shared: &Shared) -> Value {
+    let bus = &shared.bus;
     let stats = bus.stats();
+    let at = Instant::now();
+    // Rates from the samples before this one; then this one is kept, if one is due.
+    let annotated = shared.history.annotate(at, &stats);
+    shared.history.record(at, &stats);
     let letters = bus.dead_letters();
     let shown: Vec<Value> = letters
         .iter()
@@ -477,6 +512,7 @@ fn state(bus: &Bus) -> Value {
             let mut value = serde_json::to_value(letter).unwrap_or(Value::Null);
             if let Value::Object(fields) = &mut value {
                 fields.insert("subscription".into(), letter.subscription().into());
+                fields.insert("message".into(), json!(message_text(bus, letter)));
             }
             value
         })
@@ -487,8 +523,18 @@ fn state(bus: &Bus) -> Value {
     json!({
         "now_ms": now,
         "closed": bus.is_closed(),
-        "stats": stats,
+        "stats": annotated,
         "dead_letters": shown,
+        "dead_letters_not_shown": letters.len() - shown.len(),
+    })
+}
+
+/// A letter's message as text: its JSON when its topic's type is `Serialize`, else its
+/// `Debug`; the bytes of an import that could not be decoded (feature `nats`), as text.
+fn message_text(bus: &Bus, letter: &DeadLetter) -> Option<String> {
+    bus.show_dead_letter(letter).or_else(|| {
+        let bytes = letter.payload::<Vec<u8>>()?;
+        Some(String::from_utf8_lossy(bytes).into_owned())
     })
 }
 

@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 
 use http_body::Body;
 
+use super::history::History;
 use super::http::{Request, Response, MAX_BODY};
 use super::{route, token, Reached, Shared};
 use crate::bus::Bus;
@@ -76,6 +77,8 @@ use crate::bus::Bus;
 pub fn service(bus: &Bus) -> DashboardService {
     DashboardService {
         shared: Arc::new(Shared {
+            history: History::new(&bus.stats()),
+            _sampling: None,
             bus: bus.worker_handle(),
             token: token(),
             port: 0,

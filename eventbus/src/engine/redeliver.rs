@@ -1,5 +1,6 @@
 //! Dead letters back to their subscriber: redelivery of a letter's message to the very
-//! subscription that gave up on it, and letters recorded from outside a worker.
+//! subscription that gave up on it, a letter's message shown as text, and letters recorded
+//! from outside a worker.
 
 use crate::dead_letter::DeadLetter;
 use crate::error::RedeliverError;
@@ -65,6 +66,15 @@ impl Engine {
                 Err(error)
             }
         }
+    }
+
+    /// A dead letter's message as text (see `topics/show.rs`): `None` when no topic of the
+    /// bus has its type (an import that could not be decoded, say).
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn show_dead_letter(&self, letter: &DeadLetter) -> Option<String> {
+        self.topics
+            .get(letter.topic_type())?
+            .show(letter.any_message())
     }
 
     /// Where a letter of subscription `id` goes back to: the mailbox on its topic's list,

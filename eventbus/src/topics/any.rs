@@ -1,5 +1,5 @@
 //! A topic's state without its type ([`AnyTopic`]), for the engine's bookkeeping: its name
-//! and counts, redelivery of a dead letter's message, attaching observers, closing.
+//! and counts, redelivery of a dead letter's message and its text, attaching observers, closing.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -34,6 +34,10 @@ pub(crate) trait AnyTopic: Send + Sync {
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<(), Redelivery>;
+    /// `message`, a dead letter's `Message<T>` of this topic, as text: its JSON (feature
+    /// `serde`, a `Serialize` type) or its `Debug`. `None` if it is not this topic's.
+    #[cfg(feature = "dashboard")]
+    fn show(&self, message: &(dyn Any + Send + Sync)) -> Option<String>;
     fn as_any(&self) -> &dyn Any;
     fn name(&self) -> &'static str;
     fn published(&self) -> u64;

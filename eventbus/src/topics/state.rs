@@ -831,6 +831,11 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         }
     }
 
+    #[cfg(feature = "dashboard")]
+    fn show(&self, message: &(dyn Any + Send + Sync)) -> Option<String> {
+        super::show::show::<T>(message)
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }
