@@ -12,7 +12,7 @@ use crate::errors::Errors;
 pub(crate) const SUBSCRIBER_OPTIONS: &str =
     "capacity, overflow, retries, backoff, name, filter, start, workers, key, priority, inline, \
      crate";
-pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, crate";
+pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, dispatcher, queue, crate";
 
 /// `#[subscriber(...)]` as written.
 #[derive(Default)]
@@ -167,6 +167,9 @@ pub(crate) struct TopicArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) retain: Option<LitInt>,
     pub(crate) retain_for: Option<LitStr>,
+    /// `dispatcher`, a flag: where it was written.
+    pub(crate) dispatcher: Option<Path>,
+    pub(crate) queue: Option<LitInt>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -207,10 +210,32 @@ pub(crate) fn topic_args(attrs: &[Attribute], errors: &mut Errors) -> TopicArgs 
                     let value = string("retain_for", value, errors);
                     set(&mut parsed.retain_for, value, &meta, errors);
                 }
-                (key @ ("name" | "crate" | "retain" | "retain_for"), None) => errors.spanned(
-                    &meta.path,
-                    format_args!("`{key}` needs a value, e.g. `{}`", example(key)),
+                ("dispatcher", None) => {
+                    set(
+                        &mut parsed.dispatcher,
+                        Some(meta.path.clone()),
+                        &meta,
+                        errors,
+                    );
+                }
+                ("dispatcher", Some(value)) => errors.spanned(
+                    value,
+                    "`dispatcher` takes no value: write `#[topic(dispatcher)]`, and \
+                     `queue = N` beside it for the queue's size",
                 ),
+                ("queue", Some(value)) => {
+                    set(
+                        &mut parsed.queue,
+                        int("queue", value, errors),
+                        &meta,
+                        errors,
+                    );
+                }
+                (key @ ("name" | "crate" | "retain" | "retain_for" | "queue"), None) => errors
+                    .spanned(
+                        &meta.path,
+                        format_args!("`{key}` needs a value, e.g. `{}`", example(key)),
+                    ),
                 _ => errors.spanned(&meta.path, unknown_option("topic", &meta.path)),
             }
             Ok(())
@@ -338,6 +363,7 @@ fn example(key: &str) -> &'static str {
         "retain" => "retain = 10_000",
         "start" => "start = Earliest",
         "retain_for" => "retain_for = \"1h\"",
+        "queue" => "queue = 1024",
         _ => "name = \"billing\"",
     }
 }

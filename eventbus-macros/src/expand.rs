@@ -401,6 +401,20 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
                 const LOG: bool = true;
             }
         });
+    let log = args.retain.is_some() || args.retain_for.is_some();
+    let dispatcher = valid::dispatcher(
+        args.dispatcher.as_ref(),
+        args.queue.as_ref(),
+        log,
+        &mut errors,
+    )
+    .map(|queue| {
+        quote! {
+            fn dispatcher() -> ::core::option::Option<usize> {
+                ::core::option::Option::Some(#queue)
+            }
+        }
+    });
     if let Some(name) = &args.name {
         if name.value().trim().is_empty() {
             errors.spanned(name, "a topic's `name` may not be empty");
@@ -464,6 +478,7 @@ pub(crate) fn topic(input: TokenStream) -> TokenStream {
                 #body
             }
             #retention
+            #dispatcher
             #index
             fn __debug(
                 value: &Self,

@@ -334,6 +334,54 @@ pub(crate) fn retention(
     }
 }
 
+/// A topic's `dispatcher` and `queue = N`: the queue's capacity, if it has a dispatcher (1024
+/// unless `queue` says otherwise). A log topic cannot have one: its subscriptions read the log
+/// at positions of their own, so there is nothing to hand out.
+pub(crate) fn dispatcher(
+    flag: Option<&syn::Path>,
+    queue: Option<&syn::LitInt>,
+    log: bool,
+    errors: &mut Errors,
+) -> Option<usize> {
+    const DEFAULT_QUEUE: usize = 1024;
+    let Some(flag) = flag else {
+        if let Some(queue) = queue {
+            errors.spanned(
+                queue,
+                "`queue` is the size of a dispatcher's queue: write `#[topic(dispatcher, \
+                 queue = N)]`",
+            );
+        }
+        return None;
+    };
+    if log {
+        errors.spanned(
+            flag,
+            "a log topic cannot have a dispatcher: its subscriptions read the log at \
+             positions of their own, so there is nothing to hand out; remove `dispatcher` \
+             or `retain`",
+        );
+        return None;
+    }
+    let Some(queue) = queue else {
+        return Some(DEFAULT_QUEUE);
+    };
+    match queue.base10_parse::<usize>() {
+        Ok(0) => {
+            errors.spanned(
+                queue,
+                "`queue` may not be 0: no publish would find room in it",
+            );
+            None
+        }
+        Ok(messages) => Some(messages),
+        Err(_) => {
+            errors.spanned(queue, "`queue` is too large for a `usize`");
+            None
+        }
+    }
+}
+
 /// An observer's pattern: topic-name segments split by `.`, where `*` is one segment and
 /// `>` the rest (last only). The same rules as the runtime's `Pattern::parse`.
 pub(crate) fn pattern(pattern: &LitStr, errors: &mut Errors) {

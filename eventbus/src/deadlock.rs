@@ -153,8 +153,8 @@ fn wait_for_order<'a, S>(
 
 /// Whether `waiter` waiting for a topic's turn (the order lock's holder blocked on a
 /// mailbox) leads back to it. For a task, which waits for the turn without taking the lock
-/// and asks again each time it wakes.
-#[cfg(feature = "tokio")]
+/// and asks again each time it wakes, and for a publisher waiting for room in a dispatcher's
+/// queue (the dispatcher holds the order lock while it waits at a mailbox).
 pub(crate) fn turn_leads_back(waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
     // Lock order: row 8 (`waits`), here and after the walk, never nested; see engine/mod.rs.
     waiter.waits.lock().topic = Some(Arc::clone(topic));

@@ -316,6 +316,11 @@ pub struct TopicStats {
     pub retained: Option<u64>,
     /// For a log topic: the seq of the oldest message kept (the next one's, when none is).
     pub oldest: Option<u64>,
+    /// For a dispatcher topic (`#[topic(dispatcher)]`): the messages in its queue now, not
+    /// yet handed out. `None` without a dispatcher.
+    pub queue_depth: Option<usize>,
+    /// For a dispatcher topic: the most its queue holds (`queue = N`).
+    pub queue_capacity: Option<usize>,
 }
 
 /// A snapshot of the whole bus, from [`Bus::stats`](crate::Bus::stats).

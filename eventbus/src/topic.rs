@@ -60,6 +60,29 @@ pub trait Topic: Send + Sync + 'static {
         None
     }
 
+    /// The capacity of the topic's dispatcher queue, if it has a dispatcher:
+    /// `#[topic(dispatcher)]` (a queue of 1024) or `#[topic(dispatcher, queue = N)]`.
+    ///
+    /// A publish to such a topic numbers the message, adds it to the topic's bounded queue and
+    /// returns; one thread per topic, its dispatcher, hands each queued message to every
+    /// subscription in queue order. Publishers wait only when the queue is full, never on
+    /// the hand-out (a full `Block` mailbox holds up the dispatcher instead). `None` (the
+    /// default): the publisher hands out itself. A log topic has no dispatcher: its
+    /// subscriptions read the log, there is nothing to hand out.
+    ///
+    /// ```
+    /// use eventbus::Topic;
+    ///
+    /// #[derive(Topic)]
+    /// #[topic(dispatcher, queue = 4096)]
+    /// struct Click { x: u32, y: u32 }
+    ///
+    /// assert_eq!(Click::dispatcher(), Some(4096));
+    /// ```
+    fn dispatcher() -> Option<usize> {
+        None
+    }
+
     /// Whether the derive gave the topic a log, known at compile time so that
     /// `#[subscriber(overflow = DropNewest)]` on a log topic fails to compile. The runtime
     /// still checks [`Topic::retention`], which is the authority for a hand-written impl.

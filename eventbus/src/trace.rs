@@ -69,6 +69,16 @@ mod on {
     }
 
     #[cold]
+    pub(crate) fn dispatcher_not_started(topic: &str, error: &std::io::Error) {
+        tracing::warn!(
+            topic,
+            %error,
+            "eventbus: the topic's dispatcher thread could not start; its publishers hand out \
+             themselves"
+        );
+    }
+
+    #[cold]
     pub(crate) fn unheard(topic: &str) {
         tracing::warn!(
             topic,
@@ -130,10 +140,13 @@ mod on {
 
     #[inline(always)]
     pub(crate) fn closed(_: impl FnOnce() -> BusStats, _: bool) {}
+
+    #[cold]
+    pub(crate) fn dispatcher_not_started(_: &str, _: &std::io::Error) {}
 }
 
 #[cfg(feature = "tokio")]
 pub(crate) use on::attempt_async;
 #[cfg(feature = "tracing")]
 pub(crate) use on::unheard;
-pub(crate) use on::{attempt, closed, dead_letter, dropped};
+pub(crate) use on::{attempt, closed, dead_letter, dispatcher_not_started, dropped};

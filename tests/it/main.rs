@@ -18,6 +18,7 @@ pub mod closing;
 pub mod dashboard;
 pub mod dead_letters;
 pub mod delivery;
+pub mod dispatcher;
 pub mod edges;
 pub mod faults;
 pub mod filters;

@@ -73,7 +73,8 @@ impl Engine {
         }
     }
 
-    /// After a forced stop: every message still queued in a mailbox becomes a dead letter,
+    /// After a forced stop: every message still queued in a mailbox or a dispatcher's queue
+    /// becomes a dead letter,
     /// here, before the close returns, so the stats and dead letters read right after it are
     /// final (a worker that takes one meanwhile keeps it as a dead letter too). Letters the
     /// store discards for them are dropped on a thread of their own: their messages' `Drop`
@@ -82,6 +83,10 @@ impl Engine {
         let mut spill = Vec::new();
         for core in self.every_core() {
             core.close_out(&self.dead_letters, &mut spill);
+        }
+        // Then dispatcher queues, whose messages come after those in the mailboxes.
+        for topic in self.topics.all() {
+            topic.close_out(&self.dead_letters, &mut spill);
         }
         if !spill.is_empty() {
             // Without a thread to be had, they are dropped here after all (by `spawn`).

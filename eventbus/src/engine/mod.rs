@@ -15,12 +15,13 @@
 //! | 2 | `Engine::subscriptions` | `engine` | the list is read or edited | — |
 //! | 3 | a topic's `edit` | `topics/state.rs` | its subscriber or observer list is swapped | — |
 //! | 4 | a topic's order lock | `topics/state.rs` | one message is numbered and handed out, or its publisher waits for room (through `deadlock::lock_order`) | 4a, 5, 6, 8, channel locks |
+//! | 4 | a dispatcher topic's queue lock (`sender`), beside its order lock, never held with it | `topics/dispatcher.rs` | one message is numbered and added to the queue, or its publisher waits for room there | 8, channel locks |
 //! | 4a | an inline subscriber's handler | `delivery/inline.rs` | its handler runs, inside a publish | any: user code, which may publish to other topics (a publish to a topic whose handlers the thread runs is refused, never waited for) |
 //! | 5 | an observer's turn | `delivery/observer.rs` | a publisher holding 4 hands out to it (turns in the order the observers were added); an all-or-nothing publish to a log topic holds them through its append | 6, 8, channel locks |
 //! | 6 | a log's ring | `delivery/log/` | an append (under 4), a reader's move, a join, a leave | 8 |
 //! | 7 | the lifecycle's `looking` or `changed_lock`, then `running` | `lifecycle.rs` | a drain look (order locks only with `try_lock`); a wait for a change, whose `done` may look at the wait graph (an unsubscribe's) | 8 |
 //! | 8 | the wait graph's records: a node's `waits`, a topic's `holder` | `deadlock.rs` | a record is read or written, one at a time, never nested | — |
-//! | 9 | leaves: the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
+//! | 9 | leaves: the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), a dispatcher queue's `last`, the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
 //!
 //! The directory of topics takes no lock (`topics/directory.rs`).
 //! An unsubscribe waits for the subscription's worker with no lock held.
@@ -98,7 +99,6 @@ fn is_group(options: &Options) -> bool {
     options.workers != 1 || options.key.is_some()
 }
 
-/// A subscription's name: the one given, else `subscription-N`.
 /// Refuses a `retry_if` written for another type than the handler's error (`error`: its
 /// type, if the handler can fail at all).
 pub(crate) fn check_retry_if<T: Topic>(
@@ -127,6 +127,7 @@ pub(crate) fn check_retry_if<T: Topic>(
     }
 }
 
+/// A subscription's name: the one given, else `subscription-N`.
 fn subscription_name(options: &Options, id: u64) -> String {
     match &options.name {
         Some(name) => name.clone(),
@@ -214,7 +215,9 @@ impl Engine {
             for observer in observers.iter().filter(|o| o.matches(T::name())) {
                 topic.attach(Arc::clone(observer));
             }
-            Arc::new(topic)
+            let topic = Arc::new(topic);
+            crate::topics::dispatcher::start(&topic, &self.lifecycle, &self.dead_letters);
+            topic
         });
         drop(observers);
         if let (Some(numbering), Some(index)) = (typed::<T>(&*topic).numbering(), T::__index()) {
@@ -286,6 +289,8 @@ impl Engine {
                         .count(),
                     retained: topic.log_extent().map(|(retained, _)| retained),
                     oldest: topic.log_extent().map(|(_, oldest)| oldest),
+                    queue_depth: topic.queue_depth().map(|(depth, _)| depth),
+                    queue_capacity: topic.queue_depth().map(|(_, capacity)| capacity),
                 })
                 .collect();
             (subscriptions, topics)

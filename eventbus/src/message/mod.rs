@@ -66,6 +66,11 @@ impl<T> Envelope<T> {
             payload,
         }
     }
+
+    /// The payload back, from a message that was never handed out.
+    pub(crate) fn into_payload(self) -> T {
+        self.payload
+    }
 }
 
 impl<T> Message<T> {

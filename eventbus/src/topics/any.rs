@@ -4,7 +4,8 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::delivery::core::SubscriptionCore;
+use crate::dead_letter::DeadLetterStore;
+use crate::delivery::core::{Spill, SubscriptionCore};
 use crate::delivery::observer::Inlet;
 use crate::lifecycle::Lifecycle;
 
@@ -49,6 +50,11 @@ pub(crate) trait AnyTopic: Send + Sync {
     fn close_numbering(&self);
     /// For a log topic: how many messages it keeps, and the oldest one's seq.
     fn log_extent(&self) -> Option<(u64, u64)>;
+    /// For a dispatcher topic: the messages in its queue now, and the queue's capacity.
+    fn queue_depth(&self) -> Option<(usize, usize)>;
+    /// After a forced stop: what a dispatcher topic's queue still holds becomes dead letters
+    /// (see `dispatcher.rs`).
+    fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill);
     /// Puts an observer on the topic's list: publishes that take the list after this offer
     /// it their messages.
     fn attach(&self, observer: Arc<Inlet>);

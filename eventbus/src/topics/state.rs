@@ -27,8 +27,9 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
+use crate::dead_letter::DeadLetterStore;
 use crate::deadlock::{self, NoLock, Patience, TopicWaits};
-use crate::delivery::core::SubscriptionCore;
+use crate::delivery::core::{Spill, SubscriptionCore};
 use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::log::{Log, NoRoom, RoomWait};
 use crate::delivery::mailbox::{Handouts, Offer, OrderLock, Outbox, Room};
@@ -41,6 +42,7 @@ use crate::message::{AnyMessage, Message};
 use crate::numbering::Numbering;
 use crate::topic::Topic;
 use crate::topics::any::{AnyTopic, Redelivery};
+use crate::topics::dispatcher::Queue;
 use crate::topics::subscribers::Subscribers;
 
 /// One topic's runtime state: its order and its subscribers' mailboxes.
@@ -81,6 +83,9 @@ pub(crate) struct TopicState<T> {
     /// A log topic's log (`delivery/log/`): then every subscription reads it, and `subscribers`
     /// stays empty.
     pub(super) log: Option<Arc<Log<T>>>,
+    /// A dispatcher topic's queue (`dispatcher.rs`): then publishers add to it, and its
+    /// dispatcher hands out. Never beside a log.
+    pub(super) queue: Option<Queue<T>>,
     /// `publish_async` calls wait here for the topic's turn.
     #[cfg(feature = "tokio")]
     pub(super) turn: crate::util::wake::Wake,
@@ -89,12 +94,12 @@ pub(crate) struct TopicState<T> {
 /// What the order lock guards, besides the numbering and hand-out: the subscriber list as of
 /// `version`.
 pub(crate) struct Order<T> {
-    subscribers: Arc<Subscribers<T>>,
-    observers: Arc<Vec<Arc<Inlet>>>,
+    pub(super) subscribers: Arc<Subscribers<T>>,
+    pub(super) observers: Arc<Vec<Arc<Inlet>>>,
     inline: Arc<Vec<Arc<Inline<T>>>>,
     version: u64,
     /// The blocks this topic's messages are made in (see `message/shared.rs`).
-    pool: Pool<Envelope<T>>,
+    pub(super) pool: Pool<Envelope<T>>,
 }
 
 impl<T: Send + Sync> OrderLock for Mutex<Order<T>> {
@@ -144,6 +149,10 @@ pub(crate) enum Refused {
 
 impl<T: Topic> TopicState<T> {
     pub(crate) fn new() -> Self {
+        // A log has no hand-out, so no dispatcher (the derive refuses both).
+        let queue = T::dispatcher()
+            .filter(|_| T::retention().is_none())
+            .map(|capacity| Queue::new(capacity.max(1)));
         TopicState {
             name: T::name(),
             order: Arc::new(Mutex::new(Order {
@@ -157,11 +166,16 @@ impl<T: Topic> TopicState<T> {
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
             observers: ArcSwap::from_pointee(Vec::new()),
             inline: ArcSwap::from_pointee(Vec::new()),
-            numbering: Arc::new(Numbering::new(T::name(), T::retention().is_some())),
+            // Numbered only under a lock: a log's order lock, a queue's own.
+            numbering: Arc::new(Numbering::new(
+                T::name(),
+                T::retention().is_some() || queue.is_some(),
+            )),
             count: AtomicUsize::new(0),
             edit: Mutex::new(()),
             waits: Arc::default(),
             log: T::retention().map(|retention| Arc::new(Log::new(T::name(), retention))),
+            queue,
             #[cfg(feature = "tokio")]
             turn: crate::util::wake::Wake::default(),
         }
@@ -169,14 +183,14 @@ impl<T: Topic> TopicState<T> {
 
     /// A publish found no subscriber: if the topic never had one, says so once.
     #[inline]
-    fn unheard(&self) {
+    pub(super) fn unheard(&self) {
         self.numbering.unheard();
     }
 
     /// The topic's numbering, for the bus's table (`numbering.rs`); `None` for a log topic,
-    /// which numbers only under its order lock.
+    /// which numbers only under its order lock, and a dispatcher topic, under its queue's.
     pub(crate) fn numbering(&self) -> Option<&Arc<Numbering>> {
-        self.log.is_none().then_some(&self.numbering)
+        (self.log.is_none() && self.queue.is_none()).then_some(&self.numbering)
     }
 
     /// The order lock and its waits, for the topic's mailboxes (see `mailbox.rs`).
@@ -202,8 +216,9 @@ impl<T: Topic> TopicState<T> {
     /// full way.
     #[inline]
     pub(crate) fn number_unheard(&self, lifecycle: &Lifecycle) -> Option<u64> {
-        // A log keeps what is published for subscriptions to come.
-        if self.log.is_some() {
+        // A log keeps what is published for subscriptions to come; a queue numbers in order
+        // with what it holds.
+        if self.log.is_some() || self.queue.is_some() {
             return None;
         }
         // Lock order: row 4 (the order lock), only tried; nothing inside; see engine/mod.rs.
@@ -235,6 +250,9 @@ impl<T: Topic> TopicState<T> {
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<u64, (T, Refused)> {
+        if let Some(queue) = self.queue.as_ref().filter(|queue| queue.is_running()) {
+            return self.enqueue(queue, payload, wait, lifecycle, publisher);
+        }
         // Most publishes: from outside a handler, waiting as long as it takes, the order lock
         // free, the bus open. Nothing to record or wait for before the hand-out or append.
         if wait == Wait::Forever && publisher.is_none() {
@@ -276,7 +294,7 @@ impl<T: Topic> TopicState<T> {
     #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn publish_at_once(&self, payload: T, lifecycle: &Lifecycle) -> Result<u64, T> {
-        if self.log.is_some() {
+        if self.log.is_some() || self.queue.is_some() {
             return Err(payload);
         }
         let _turn = TurnOver(self);
@@ -528,7 +546,7 @@ impl<T: Topic> TopicState<T> {
 
     /// The order lock's state, with the subscriber lists as they are now.
     #[inline(always)]
-    fn current<'a>(&self, order: &'a mut Order<T>) -> &'a mut Order<T> {
+    pub(super) fn current<'a>(&self, order: &'a mut Order<T>) -> &'a mut Order<T> {
         let version = self.version.load(Acquire);
         if order.version != version {
             order.subscribers = self.subscribers.load_full();
@@ -575,7 +593,7 @@ impl<T: Topic> TopicState<T> {
     /// Hands one of `references` to each mailbox and the next to the observers (those
     /// `entered` already have room for it).
     #[inline(always)]
-    fn deliver<'a>(
+    pub(super) fn deliver<'a>(
         &self,
         subscribers: &Subscribers<T>,
         observers: &[Arc<Inlet>],
@@ -701,6 +719,23 @@ impl<T: Topic> TopicState<T> {
             match self.publish(payload, Wait::Never, lifecycle, publisher.as_ref()) {
                 Err((back, Refused::Full)) => payload = back,
                 done => return done,
+            }
+            if let Some(queue) = self.queue.as_ref().filter(|queue| queue.is_running()) {
+                // The queue is full, or another publisher holds it: wait for the dispatcher
+                // to take one, unless it waits (through others) on this handler.
+                if let Some(publisher) = &publisher {
+                    if deadlock::turn_leads_back(&publisher.node, &self.waits) {
+                        return Err((payload, Refused::WouldDeadlock));
+                    }
+                }
+                let backstop = crate::util::wake::BACKSTOP;
+                let room = queue
+                    .room
+                    .wait_unless(Some(backstop), || queue.may_have_room());
+                if !until(deadline, room).await {
+                    return Err((payload, Refused::Timeout));
+                }
+                continue;
             }
             if let Some(log) = &self.log {
                 // A `Block` subscription is `capacity` behind: wait for it to move, unless
@@ -847,7 +882,19 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     fn quiet_published(&self) -> Option<u64> {
         // Lock order: row 4, only tried: the drain look holds row 7 here; see engine/mod.rs.
         let _order = self.order.try_lock()?;
+        // A dispatcher topic: its queue's lock too, and nothing queued or being handed out.
+        if self.queue.as_ref().is_some_and(|queue| !queue.is_quiet()) {
+            return None;
+        }
         Some(self.numbering.next())
+    }
+
+    fn queue_depth(&self) -> Option<(usize, usize)> {
+        self.queue.as_ref().map(Queue::depth)
+    }
+
+    fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill) {
+        self.close_out_queue(letters, spill);
     }
 
     fn close_numbering(&self) {
@@ -905,6 +952,10 @@ impl<T: Topic> AnyTopic for TopicState<T> {
     fn clear(&self) {
         if let Some(log) = &self.log {
             log.clear();
+        }
+        // Its dispatcher ends once the queue is empty (a forced close abandons what it holds).
+        if let Some(queue) = &self.queue {
+            queue.close(self.subscribers.load_full(), self.observers.load_full());
         }
         // Lock order: row 3 (row 6 let go above), nothing else held; see engine/mod.rs.
         let _edit = self.edit.lock();

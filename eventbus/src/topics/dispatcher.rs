@@ -1,0 +1,339 @@
+//! A topic's dispatcher (`#[topic(dispatcher, queue = N)]`): the bounded queue publishers add
+//! to and return, and the one thread that hands each queued message to every subscription
+//! and observer, in queue order.
+//!
+//! # Order
+//!
+//! A publish numbers its message and adds it to the queue as one step under the queue's lock
+//! (`sender`), which plays the order lock's part for the topic's publishers: the queue holds
+//! the messages in seq order, and the dispatcher, its only reader, hands them out in that
+//! order under the topic's order lock, exactly as a publisher of a topic without a
+//! dispatcher does. The hand-out waits at a full `Block` mailbox as a publisher would; its
+//! publishers wait only when the queue is full.
+//!
+//! # Close
+//!
+//! A message is `pending` from its numbering until the dispatcher has let go of the order
+//! lock after handing it out; the drain look (`lifecycle.rs`) sees a dispatcher topic quiet
+//! only with both locks free and nothing pending, so a close drains the queue, then the
+//! mailboxes. After a forced stop the dispatcher hands nothing more out: each message still
+//! queued becomes a dead letter of every subscription that would have had it (`close_out`),
+//! as a mailbox's queued messages do.
+//!
+//! # Locks
+//!
+//! `sender` is row 4 of the bus's table (engine/mod.rs), beside the order lock and never held
+//! with it: a publisher holds `sender` only, the dispatcher the order lock only.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
+use parking_lot::Mutex;
+
+use crate::dead_letter::{DeadLetter, DeadLetterStore};
+use crate::deadlock::{self, RECHECK};
+use crate::delivery::core::{Spill, SubscriptionCore, NOT_HANDLED};
+use crate::delivery::observer::Inlet;
+use crate::handler::Failure;
+use crate::lifecycle::Lifecycle;
+use crate::message::shared;
+use crate::message::{Envelope, Message};
+use crate::topic::Topic;
+use crate::topics::state::{Refused, TopicState, Wait};
+use crate::topics::subscribers::Subscribers;
+
+/// A dispatcher topic's queue.
+pub(crate) struct Queue<T> {
+    /// Held while one message is numbered and added; `None` once the bus has closed.
+    sender: Mutex<Option<Sender<Envelope<T>>>>,
+    /// The dispatcher's end; a forced close takes what is left from it too.
+    receiver: Receiver<Envelope<T>>,
+    capacity: usize,
+    /// Numbered and not yet handed out (see the module docs).
+    pending: AtomicUsize,
+    /// Whether the dispatcher thread started: without it, publishers hand out themselves.
+    running: AtomicBool,
+    /// The subscriber and observer lists as they were when the bus cleared them: whom a
+    /// forced close makes the queue's messages dead letters of.
+    #[allow(clippy::type_complexity)]
+    last: Mutex<Option<(Arc<Subscribers<T>>, Arc<Vec<Arc<Inlet>>>)>>,
+    /// `publish_async` calls wait here for room in the queue.
+    #[cfg(feature = "tokio")]
+    pub(super) room: crate::util::wake::Wake,
+}
+
+impl<T> Queue<T> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let (sender, receiver) = crossbeam_channel::bounded(capacity);
+        Queue {
+            sender: Mutex::new(Some(sender)),
+            receiver,
+            capacity,
+            pending: AtomicUsize::new(0),
+            running: AtomicBool::new(false),
+            last: Mutex::new(None),
+            #[cfg(feature = "tokio")]
+            room: crate::util::wake::Wake::default(),
+        }
+    }
+
+    /// Whether publishes go through the queue: its dispatcher runs.
+    #[inline]
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(SeqCst)
+    }
+
+    /// Messages queued now, and the most the queue holds.
+    pub(crate) fn depth(&self) -> (usize, usize) {
+        (self.receiver.len(), self.capacity)
+    }
+
+    /// Whether nothing is being added or handed out, and nothing waits in the queue: with the
+    /// order lock free too, the topic is quiet (see the module docs).
+    pub(crate) fn is_quiet(&self) -> bool {
+        // Lock order: row 4 (`sender`), only tried; see engine/mod.rs.
+        let Some(_adding) = self.sender.try_lock() else {
+            return false;
+        };
+        self.pending.load(SeqCst) == 0
+    }
+
+    /// Whether a publish waiting for room may try again: the queue has room and no other
+    /// publisher holds it.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn may_have_room(&self) -> bool {
+        !self.receiver.is_full() && !self.sender.is_locked()
+    }
+
+    /// A closed bus adds nothing more; the dispatcher ends once it has emptied the queue.
+    /// `subscribers` and `observers`: the lists the bus is clearing, kept for a forced
+    /// close's dead letters.
+    pub(crate) fn close(&self, subscribers: Arc<Subscribers<T>>, observers: Arc<Vec<Arc<Inlet>>>) {
+        // Lock order: row 9 (`last`), a leaf; see engine/mod.rs.
+        *self.last.lock() = Some((subscribers, observers));
+        // Lock order: row 4 (`sender`), nothing else held; see engine/mod.rs.
+        self.sender.lock().take();
+    }
+}
+
+/// Starts the topic's dispatcher thread, if the topic has a queue. Should the thread not
+/// start, the topic hands out as one without a dispatcher does, on the publisher's thread:
+/// the same order, only without the queue.
+pub(crate) fn start<T: Topic>(
+    topic: &Arc<TopicState<T>>,
+    lifecycle: &Arc<Lifecycle>,
+    letters: &Arc<DeadLetterStore>,
+) {
+    let Some(queue) = &topic.queue else { return };
+    let weak = Arc::downgrade(topic);
+    let receiver = queue.receiver.clone();
+    let (lifecycle, letters) = (Arc::clone(lifecycle), Arc::clone(letters));
+    let started = std::thread::Builder::new()
+        .name(format!("eventbus-dispatch-{}", T::name()))
+        .spawn(move || run(&weak, &receiver, &lifecycle, &letters));
+    match started {
+        Ok(_) => queue.running.store(true, SeqCst),
+        Err(error) => crate::trace::dispatcher_not_started(T::name(), &error),
+    }
+}
+
+/// The dispatcher's loop: until the queue is closed and empty, or the topic gone.
+fn run<T: Topic>(
+    topic: &Weak<TopicState<T>>,
+    receiver: &Receiver<Envelope<T>>,
+    lifecycle: &Lifecycle,
+    letters: &DeadLetterStore,
+) {
+    while let Ok(envelope) = receiver.recv() {
+        let Some(topic) = topic.upgrade() else { return };
+        let Some(queue) = &topic.queue else { return };
+        #[cfg(feature = "tokio")]
+        queue.room.notify();
+        // A filter, a key or a message's `Drop` is user code: its panic is the handler's to
+        // see (the mailboxes count what they could not take), never the end of the topic.
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            if lifecycle.is_stopped() {
+                let mut spill = Vec::new();
+                topic.abandon(envelope, letters, &mut spill);
+                drop(spill);
+            } else {
+                topic.dispatch(envelope, lifecycle);
+            }
+        }));
+        queue.pending.fetch_sub(1, SeqCst);
+        drop(topic);
+        lifecycle.poke();
+    }
+}
+
+impl<T: Topic> TopicState<T> {
+    /// Numbers `payload` and adds it to the topic's queue, waiting for room as `wait`
+    /// allows; its seq. `publisher` is the subscription whose handler publishes, if any: its
+    /// waits are refused where they would lead back to it (the dispatcher waiting on its
+    /// mailbox).
+    pub(super) fn enqueue(
+        &self,
+        queue: &Queue<T>,
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        publisher: Option<&Arc<SubscriptionCore>>,
+    ) -> Result<u64, (T, Refused)> {
+        let leads_back = || {
+            publisher
+                .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &self.waits))
+        };
+        // The queue's turn: another publisher holds it while it waits for room.
+        // Lock order: row 4 (`sender`), nothing else held; channel locks inside; see engine/mod.rs.
+        let adding = loop {
+            let slice = match wait {
+                Wait::Never => None,
+                Wait::Until(deadline) => Some(deadline.min(Instant::now() + RECHECK)),
+                Wait::Forever if publisher.is_some() => Some(Instant::now() + RECHECK),
+                Wait::Forever => Some(Instant::now() + RECHECK * 20),
+            };
+            let adding = match slice {
+                None => queue.sender.try_lock(),
+                Some(until) => queue.sender.try_lock_until(until),
+            };
+            if let Some(adding) = adding {
+                break adding;
+            }
+            match wait {
+                Wait::Never => return Err((payload, Refused::Full)),
+                Wait::Until(deadline) if Instant::now() >= deadline => {
+                    return Err((payload, Refused::Timeout))
+                }
+                _ if lifecycle.is_stopped() => return Err((payload, Refused::Closed)),
+                _ if leads_back() => return Err((payload, Refused::WouldDeadlock)),
+                _ => {}
+            }
+        };
+        // Decided under the queue's lock, where the drain look looks (see `lifecycle.rs`).
+        if !lifecycle.accepts(publisher.is_some()) {
+            return Err((payload, Refused::Closed));
+        }
+        let Some(sender) = adding.as_ref() else {
+            return Err((payload, Refused::Closed));
+        };
+        let seq = self.numbering.next();
+        let mut envelope = Envelope::new(seq, self.name, payload);
+        // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
+        queue.pending.fetch_add(1, SeqCst);
+        let sent = loop {
+            let slice = match wait {
+                Wait::Never => None,
+                Wait::Until(deadline) => Some(deadline.min(Instant::now() + RECHECK)),
+                Wait::Forever => Some(Instant::now() + RECHECK),
+            };
+            envelope = match slice {
+                None => match sender.try_send(envelope) {
+                    Ok(()) => break Ok(()),
+                    Err(TrySendError::Full(back) | TrySendError::Disconnected(back)) => {
+                        break Err((back, Refused::Full))
+                    }
+                },
+                Some(until) => match sender.send_deadline(envelope, until) {
+                    Ok(()) => break Ok(()),
+                    Err(SendTimeoutError::Timeout(back) | SendTimeoutError::Disconnected(back)) => {
+                        back
+                    }
+                },
+            };
+            match wait {
+                Wait::Until(deadline) if Instant::now() >= deadline => {
+                    break Err((envelope, Refused::Timeout))
+                }
+                _ if lifecycle.is_stopped() => break Err((envelope, Refused::Closed)),
+                _ if leads_back() => break Err((envelope, Refused::WouldDeadlock)),
+                _ => {}
+            }
+        };
+        match sent {
+            Ok(()) => {
+                let taken = self.numbering.take();
+                debug_assert_eq!(taken, seq, "numbered under the queue's lock only");
+                Ok(seq)
+            }
+            Err((envelope, refused)) => {
+                queue.pending.fetch_sub(1, SeqCst);
+                Err((envelope.into_payload(), refused))
+            }
+        }
+    }
+
+    /// Hands a queued message to every subscription and observer, waiting at full `Block`
+    /// mailboxes as a publisher does; the dispatcher's step.
+    fn dispatch(&self, envelope: Envelope<T>, lifecycle: &Lifecycle) {
+        // Lock order: row 4 (the order lock), nothing else held; rows 5, 6, 8 and channel
+        // locks inside; see engine/mod.rs.
+        let mut order = self.order.lock();
+        let order = self.current(&mut order);
+        let (subscribers, observers) = (&order.subscribers, &order.observers);
+        if subscribers.is_empty() && observers.is_empty() {
+            self.unheard();
+            return;
+        }
+        let count = subscribers.len() + usize::from(!observers.is_empty());
+        let references = order.pool.shared(envelope, count).map(Message::new);
+        let stop = lifecycle.stop_signal();
+        self.deliver(
+            subscribers,
+            observers,
+            references,
+            std::iter::empty(),
+            None,
+            stop,
+        );
+    }
+
+    /// A message the dispatcher will never hand out (the bus was stopped): a dead letter
+    /// of each subscription that would have had it, counted as closed out, and dropped for
+    /// each observer, counted.
+    pub(super) fn abandon(
+        &self,
+        envelope: Envelope<T>,
+        letters: &DeadLetterStore,
+        spill: &mut Spill,
+    ) {
+        let kept = self
+            .queue
+            .as_ref()
+            .and_then(|queue| queue.last.lock().clone());
+        let (subscribers, observers) =
+            kept.unwrap_or_else(|| (self.subscribers.load_full(), self.observers.load_full()));
+        let Some(message) = shared::shared(envelope, 1).map(Message::new).next() else {
+            unreachable!("`shared` hands out at least one reference")
+        };
+        for outbox in subscribers.iter() {
+            let wants = catch_unwind(AssertUnwindSafe(|| outbox.wants(message.payload())));
+            if matches!(wants, Ok(false)) {
+                continue;
+            }
+            let core = &outbox.core;
+            let failure = Failure::text(NOT_HANDLED);
+            let name = Arc::clone(&core.name);
+            let letter = DeadLetter::new(message.clone(), core.id, name, failure, 0);
+            spill.extend(letters.push_keeping(letter));
+            // Received and closed out at once: its stats add up as a mailbox's do.
+            core.counters.received.fetch_add(1, SeqCst);
+            core.counters.closed_out.fetch_add(1, SeqCst);
+        }
+        for inlet in observers.iter() {
+            inlet.left_out(&message, NOT_HANDLED);
+        }
+    }
+
+    /// After a forced stop: each message still queued, abandoned (see [`abandon`]); the
+    /// dispatcher may take some meanwhile, and abandons those itself.
+    pub(super) fn close_out_queue(&self, letters: &DeadLetterStore, spill: &mut Spill) {
+        let Some(queue) = &self.queue else { return };
+        while let Ok(envelope) = queue.receiver.try_recv() {
+            self.abandon(envelope, letters, spill);
+            queue.pending.fetch_sub(1, SeqCst);
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Dispatcher topics (`#[topic(dispatcher, queue = N)]`): a publish adds to the topic's
+//! bounded queue and returns, and one dispatcher hands the queue out in order. Publishers go
+//! while a `Block` subscriber is stuck; a full queue is their backpressure (`Full`,
+//! `Timeout`, a wait); every subscriber sees one order under many publishers; a close
+//! drains the queue then the mailboxes, a forced close makes what is queued dead letters; a
+//! handler whose wait would lead back to itself is `WouldDeadlock`.
+
+use std::sync::{Arc, Barrier};
+
+use eventbus::{
+    Bus, Message, Options, Overflow, PublishError, PublishTimeoutError, SubscribeError, Topic,
+    TryPublishError,
+};
+
+use crate::support::{until, Latch, Seen, Signal};
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[topic(name = "dispatch.tick", dispatcher)]
+struct Tick(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.small", dispatcher, queue = 4)]
+struct Small(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.one", dispatcher, queue = 1)]
+struct One(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.plain")]
+struct Plain(u64);
+
+/// A `Block` subscriber of capacity 1 whose handler signals each message it starts and then
+/// waits for `latch`; its messages in `seen`.
+fn stuck<T: Topic + Copy>(
+    bus: &Bus,
+    latch: &Latch,
+    seen: &Seen<T>,
+    started: &Signal,
+) -> eventbus::Subscription {
+    let (latch, seen, started) = (latch.clone(), seen.clone(), started.clone());
+    let options = Options::default().capacity(1).overflow(Overflow::Block);
+    bus.subscribe::<T>(options, move |m: &Message<T>| {
+        started.send(m.seq());
+        latch.wait();
+        seen.push(*m.payload());
+    })
+}
+
+/// The topic's queue depth, as `stats()` shows it.
+fn depth(bus: &Bus, topic: &str) -> Option<usize> {
+    let stats = bus.stats();
+    let topic = stats.topics.iter().find(|t| t.name == topic)?;
+    topic.queue_depth
+}
+
+#[test]
+fn publishers_go_on_while_a_block_subscriber_is_stuck() {
+    let bus = Bus::builder().build();
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let _stuck = stuck::<Tick>(&bus, &latch, &seen, &started);
+    bus.publish(Tick(0)).unwrap();
+    started.next();
+    // One in the mailbox, one held by the dispatcher at the full mailbox.
+    bus.publish(Tick(1)).unwrap();
+    bus.publish(Tick(2)).unwrap();
+    until("the dispatcher waits at the full mailbox", || {
+        depth(&bus, "dispatch.tick") == Some(0)
+    });
+    // Without a dispatcher each of these would be refused: a `Block` mailbox is full.
+    for n in 3..100 {
+        assert_eq!(bus.try_publish(Tick(n)).map_err(|e| e.to_string()), Ok(n));
+    }
+    assert_eq!(depth(&bus, "dispatch.tick"), Some(97));
+    latch.open();
+    bus.wait_idle();
+    assert_eq!(seen.get(), (0..100).map(Tick).collect::<Vec<_>>());
+    assert_eq!(depth(&bus, "dispatch.tick"), Some(0));
+}
+
+#[test]
+fn a_full_queue_is_the_publishers_backpressure() {
+    let bus = Bus::builder().build();
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let _stuck = stuck::<Small>(&bus, &latch, &seen, &started);
+    bus.publish(Small(0)).unwrap();
+    started.next();
+    bus.publish(Small(1)).unwrap();
+    bus.publish(Small(2)).unwrap();
+    until("the dispatcher waits at the full mailbox", || {
+        depth(&bus, "dispatch.small") == Some(0)
+    });
+    for n in 3..7 {
+        bus.try_publish(Small(n)).unwrap();
+    }
+    let stats = bus.stats();
+    let small = stats.topics.iter().find(|t| t.name == "dispatch.small");
+    let small = small.expect("the topic is in the stats");
+    assert_eq!(
+        (small.queue_depth, small.queue_capacity),
+        (Some(4), Some(4))
+    );
+    assert_eq!(small.published, 7);
+    match bus.try_publish(Small(7)) {
+        Err(TryPublishError::Full(Small(7))) => {}
+        other => panic!("expected Full with the message back, got {other:?}"),
+    }
+    let short = std::time::Duration::from_millis(20);
+    match bus.publish_timeout(Small(7), short) {
+        Err(PublishTimeoutError::Timeout(Small(7))) => {}
+        other => panic!("expected Timeout with the message back, got {other:?}"),
+    }
+    // Refused publishes used no seq.
+    let blocked = {
+        let bus = bus.clone();
+        std::thread::spawn(move || bus.publish(Small(7)))
+    };
+    latch.open();
+    assert_eq!(blocked.join().unwrap().unwrap(), 7);
+    bus.wait_idle();
+    assert_eq!(seen.get(), (0..8).map(Small).collect::<Vec<_>>());
+    // A topic without a dispatcher shows no queue.
+    bus.publish(Plain(0)).unwrap();
+    let stats = bus.stats();
+    let plain = stats
+        .topics
+        .iter()
+        .find(|t| t.name == "dispatch.plain")
+        .unwrap();
+    assert_eq!((plain.queue_depth, plain.queue_capacity), (None, None));
+}
+
+#[test]
+fn every_subscriber_sees_one_order_under_four_publishers() {
+    let bus = Bus::builder().build();
+    let seen: Vec<Seen<(u64, Tick)>> = (0..3).map(|_| Seen::new()).collect();
+    let _subscriptions: Vec<_> = seen
+        .iter()
+        .enumerate()
+        .map(|(i, seen)| {
+            let seen = seen.clone();
+            // Small mailboxes: the dispatcher waits at them often.
+            let options = Options::default().capacity(1 + i * 7);
+            bus.subscribe::<Tick>(options, move |m: &Message<Tick>| {
+                seen.push((m.seq(), *m.payload()));
+            })
+        })
+        .collect();
+    let start = Arc::new(Barrier::new(4));
+    let publishers: Vec<_> = (0..4u64)
+        .map(|p| {
+            let (bus, start) = (bus.clone(), Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                (0..500u64)
+                    .map(|n| {
+                        (
+                            bus.publish(Tick(p * 1_000 + n)).unwrap(),
+                            Tick(p * 1_000 + n),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut published: Vec<(u64, Tick)> = publishers
+        .into_iter()
+        .flat_map(|p| p.join().unwrap())
+        .collect();
+    published.sort();
+    bus.wait_idle();
+    // Each seq once, 0..2000, and each publisher's messages in the order it published them.
+    assert_eq!(
+        published.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        (0..2_000).collect::<Vec<_>>()
+    );
+    for p in 0..4 {
+        let mine: Vec<_> = published
+            .iter()
+            .filter(|(_, t)| t.0 / 1_000 == p)
+            .map(|(_, t)| t.0 % 1_000)
+            .collect();
+        assert_eq!(mine, (0..500).collect::<Vec<_>>());
+    }
+    // Every subscriber saw exactly that: the seq order, with the payload each seq was given.
+    for seen in &seen {
+        assert_eq!(seen.get(), published);
+    }
+}
+
+#[test]
+fn close_drains_the_queue_then_the_mailboxes() {
+    let bus = Bus::builder().build();
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let subscription = stuck::<Tick>(&bus, &latch, &seen, &started);
+    bus.publish(Tick(0)).unwrap();
+    started.next();
+    for n in 1..50 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    let closing = {
+        let bus = bus.clone();
+        std::thread::spawn(move || bus.close())
+    };
+    until("the close has begun", || bus.publish(Plain(0)).is_err());
+    latch.open();
+    closing.join().unwrap();
+    assert_eq!(seen.get(), (0..50).map(Tick).collect::<Vec<_>>());
+    assert_eq!(subscription.stats().delivered, 50);
+    assert_eq!(depth(&bus, "dispatch.tick"), Some(0));
+}
+
+#[test]
+fn a_forced_close_makes_the_queued_messages_dead_letters() {
+    let bus = Bus::builder().build();
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let subscription = stuck::<Tick>(&bus, &latch, &seen, &started);
+    bus.publish(Tick(0)).unwrap();
+    started.next();
+    bus.publish(Tick(1)).unwrap();
+    bus.publish(Tick(2)).unwrap();
+    until("the dispatcher waits at the full mailbox", || {
+        depth(&bus, "dispatch.tick") == Some(0)
+    });
+    for n in 3..10 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    let report = bus.close_timeout(std::time::Duration::from_millis(50));
+    assert!(!report.completed);
+    // Read right after the close returned: final.
+    let letters = bus.take_dead_letters();
+    let mut kept: Vec<u64> = letters
+        .iter()
+        .map(|letter| letter.message::<Tick>().expect("a Tick").payload().0)
+        .collect();
+    kept.sort();
+    // 1 was in the mailbox, 3..10 in the queue: each a dead letter, never attempted. 2 was in
+    // the dispatcher's hands at the full mailbox: the stop ends that wait (counted as dropped),
+    // unless the mailbox's close-out made room first (then it is the mailbox's, below).
+    kept.retain(|&n| n != 2);
+    assert_eq!(kept, [1, 3, 4, 5, 6, 7, 8, 9]);
+    assert!(letters.iter().all(|letter| letter.attempts() == 0));
+    latch.open();
+    until("the stuck handler finished", || {
+        subscription.stats().delivered == 1
+    });
+    until("every message has its outcome", || {
+        let stats = subscription.stats();
+        stats.received == 10
+            && stats.received == stats.delivered + stats.dead_lettered + stats.dropped
+    });
+}
+
+#[test]
+fn a_handler_whose_publish_would_wait_on_itself_is_refused() {
+    let bus = Bus::builder().build();
+    let (latch, started) = (Latch::new(), Signal::new());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let options = Options::default().capacity(1).overflow(Overflow::Block);
+    let _cascading = {
+        let (latch, started, bus) = (latch.clone(), started.clone(), bus.clone());
+        bus.clone()
+            .subscribe::<One>(options, move |m: &Message<One>| {
+                if m.0 == 0 {
+                    started.send(m.seq());
+                    latch.wait();
+                    // Its own mailbox is full, the dispatcher waits at it, and the queue is full:
+                    // waiting for room would never end.
+                    let _ = tx.send(bus.publish(One(100)).map_err(|e| match e {
+                        PublishError::WouldDeadlock(One(100)) => "would deadlock",
+                        _ => "something else",
+                    }));
+                }
+            })
+    };
+    bus.publish(One(0)).unwrap();
+    started.next();
+    bus.publish(One(1)).unwrap();
+    bus.publish(One(2)).unwrap();
+    until("the dispatcher waits at the full mailbox", || {
+        depth(&bus, "dispatch.one") == Some(0)
+    });
+    bus.publish(One(3)).unwrap();
+    assert_eq!(depth(&bus, "dispatch.one"), Some(1));
+    latch.open();
+    assert_eq!(
+        rx.recv_timeout(crate::support::PATIENCE),
+        Ok(Err("would deadlock"))
+    );
+    bus.wait_idle();
+}
+
+#[test]
+fn observers_see_a_dispatcher_topic_in_its_order() {
+    let bus = Bus::builder().build();
+    let seen = Seen::new();
+    let observed = seen.clone();
+    let _observer = bus
+        .observe(
+            "dispatch.*",
+            Options::default(),
+            move |m: &eventbus::AnyMessage| {
+                observed.push((m.seq(), m.downcast_ref::<Tick>().copied()));
+            },
+        )
+        .unwrap();
+    for n in 0..300 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    bus.wait_idle();
+    let expected: Vec<_> = (0..300).map(|n| (n, Some(Tick(n)))).collect();
+    assert_eq!(seen.get(), expected);
+}
+
+#[test]
+fn an_inline_subscriber_is_refused_on_a_dispatcher_topic() {
+    let bus = Bus::builder().build();
+    match bus.try_subscribe_inline::<Tick>(Options::default(), |_: &Message<Tick>| {}) {
+        Err(SubscribeError::Inline { topic, why, .. }) => {
+            assert_eq!(topic, "dispatch.tick");
+            assert!(why.contains("dispatcher"), "{why}");
+        }
+        other => panic!(
+            "expected SubscribeError::Inline, got {:?}",
+            other.map(|_| ())
+        ),
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_async_waits_for_room_in_the_queue() {
+    let bus = Bus::builder().build();
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let _stuck = stuck::<Small>(&bus, &latch, &seen, &started);
+    bus.publish_async(Small(0)).await.unwrap();
+    let s = started.clone();
+    tokio::task::spawn_blocking(move || s.next()).await.unwrap();
+    bus.publish_async(Small(1)).await.unwrap();
+    bus.publish_async(Small(2)).await.unwrap();
+    let b = bus.clone();
+    tokio::task::spawn_blocking(move || {
+        until("the dispatcher waits at the full mailbox", || {
+            depth(&b, "dispatch.small") == Some(0)
+        })
+    })
+    .await
+    .unwrap();
+    for n in 3..7 {
+        bus.publish_async(Small(n)).await.unwrap();
+    }
+    let short = std::time::Duration::from_millis(20);
+    match bus.publish_timeout_async(Small(7), short).await {
+        Err(PublishTimeoutError::Timeout(Small(7))) => {}
+        other => panic!("expected Timeout with the message back, got {other:?}"),
+    }
+    let waiting = tokio::spawn({
+        let bus = bus.clone();
+        async move { bus.publish_async(Small(7)).await }
+    });
+    latch.open();
+    assert_eq!(waiting.await.unwrap().unwrap(), 7);
+    bus.wait_idle_async().await;
+    assert_eq!(seen.get(), (0..8).map(Small).collect::<Vec<_>>());
+}

@@ -1,0 +1,7 @@
+use eventbus::Topic;
+
+#[derive(Topic)]
+#[topic(dispatcher, queue = 0)]
+pub struct Click(u64);
+
+fn main() {}
