@@ -10,8 +10,8 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitInt, LitStr, Path};
 use crate::errors::Errors;
 
 pub(crate) const SUBSCRIBER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, start, workers, key, priority, inline, \
-     crate";
+    "capacity, overflow, retries, backoff, retry_if, name, filter, start, workers, key, priority, \
+     inline, crate";
 pub(crate) const TOPIC_OPTIONS: &str = "name, retain, retain_for, dispatcher, queue, crate";
 
 /// `#[subscriber(...)]` as written.
@@ -21,6 +21,8 @@ pub(crate) struct SubscriberArgs {
     pub(crate) overflow: Option<Path>,
     pub(crate) retries: Option<LitInt>,
     pub(crate) backoff: Option<LitStr>,
+    /// `retry_if = f`: a function `fn(&E) -> bool` of the handler's error.
+    pub(crate) retry_if: Option<Path>,
     pub(crate) name: Option<LitStr>,
     pub(crate) filter: Option<Path>,
     pub(crate) start: Option<Expr>,
@@ -71,6 +73,12 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
                 &meta,
                 errors,
             ),
+            "retry_if" => set(
+                &mut parsed.retry_if,
+                function(&key, value, errors),
+                &meta,
+                errors,
+            ),
             "name" => set(&mut parsed.name, string(&key, value, errors), &meta, errors),
             "crate" => set(&mut parsed.krate, path(value, errors), &meta, errors),
             "filter" => set(
@@ -112,7 +120,7 @@ pub(crate) fn subscriber_args(args: TokenStream, errors: &mut Errors) -> Subscri
 }
 
 pub(crate) const OBSERVER_OPTIONS: &str =
-    "capacity, overflow, retries, backoff, name, filter, priority, crate";
+    "capacity, overflow, retries, backoff, retry_if, name, filter, priority, crate";
 
 /// `#[observer("pattern", ...)]` as written: the pattern, and the options (a subscriber's,
 /// less those an observer cannot take, which are reported).
@@ -318,14 +326,19 @@ fn path(value: Expr, errors: &mut Errors) -> Option<Path> {
     }
 }
 
-/// The path of a function, as `filter = is_big` or `priority = urgency` names one.
+/// The path of a function, as `filter = is_big`, `priority = urgency` or
+/// `retry_if = is_transient` names one.
 fn function(key: &str, value: Expr, errors: &mut Errors) -> Option<Path> {
     match value {
         Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => Some(path.path),
         other => {
-            let returns = if key == "priority" { "u8" } else { "bool" };
+            let signature = match key {
+                "priority" => "`fn(&T) -> u8`,",
+                "retry_if" => "`fn(&E) -> bool`, where `E` is the handler's error type,",
+                _ => "`fn(&T) -> bool`,",
+            };
             let message = format!(
-                "`{key}` takes the path of a function `fn(&T) -> {returns}`, e.g. `{}`",
+                "`{key}` takes the path of a function {signature} e.g. `{}`",
                 example(key)
             );
             errors.spanned(other, message);
@@ -355,6 +368,7 @@ fn example(key: &str) -> &'static str {
         "key" => "key = customer_of",
         "filter" => "filter = is_big",
         "priority" => "priority = urgency",
+        "retry_if" => "retry_if = is_transient",
         "crate" => "crate = my_framework::eventbus",
         "capacity" => "capacity = 100",
         "retries" => "retries = 3",

@@ -29,6 +29,7 @@ pub(crate) fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
     let settings = valid::settings(attr::subscriber_args(args, &mut errors), &mut errors);
     let handler = valid::handler(&function, &mut errors);
     if let Some(handler) = &handler {
+        valid::retry_if(&settings, handler, &mut errors);
         if settings.inline && handler.asynchronous {
             errors.spanned(
                 function.sig.asyncness,
@@ -70,6 +71,7 @@ pub(crate) fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
     }
     let handler = valid::handler(&function, &mut errors);
     if let Some(handler) = &handler {
+        valid::retry_if(&settings, handler, &mut errors);
         if handler.asynchronous {
             errors.spanned(
                 function.sig.asyncness,
@@ -295,6 +297,20 @@ fn registration(
             let options = #krate::Options::priority::<#of>(options, #priority);
         }
     });
+    // Spanned so that a function of another type than the handler's error, or a handler that
+    // cannot fail, is reported on its path.
+    let retry_if = settings
+        .retry_if
+        .as_ref()
+        .zip(handler.output)
+        .map(|(retry_if, output)| {
+            let krate = at(krate, retry_if.span());
+            // A return type without an error (`-> ()`) is reported once, at `retry_if`.
+            let output = at(&output.to_token_stream(), retry_if.span());
+            quote_spanned! {retry_if.span()=>
+                let options = #krate::__private::retry_if::<#output>(options, #retry_if);
+            }
+        });
     let from = match *from {
         StartAt::Now => quote!(#krate::Start::Now),
         StartAt::Earliest => quote!(#krate::Start::Earliest),
@@ -341,6 +357,7 @@ fn registration(
                 #filter
                 #key
                 #priority
+                #retry_if
                 #handle
             }
             #krate::__private::inventory::submit! {

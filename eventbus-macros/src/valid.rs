@@ -91,6 +91,8 @@ pub(crate) struct Settings {
     pub(crate) name: Option<LitStr>,
     /// `filter = path`: a function `fn(&T) -> bool`.
     pub(crate) filter: Option<syn::Path>,
+    /// `retry_if = path`: a function `fn(&E) -> bool` of the handler's error `E`.
+    pub(crate) retry_if: Option<syn::Path>,
     /// `start = ...`: where a subscription to a log topic starts.
     pub(crate) start: StartAt,
     /// `workers = N`: a consumer group's size (1: no group).
@@ -246,6 +248,7 @@ pub(crate) fn settings(args: SubscriberArgs, errors: &mut Errors) -> Settings {
         overflow,
         retries,
         backoff_nanos,
+        retry_if: args.retry_if,
         name: args.name,
         filter: args.filter,
         start,
@@ -515,6 +518,26 @@ pub(crate) fn handler<'a>(function: &'a ItemFn, errors: &mut Errors) -> Option<H
     }
 }
 
+/// `retry_if` asks about the handler's error, so the handler must be able to fail. Only a
+/// handler without a return type is told here; the expansion ties `retry_if`'s argument to
+/// the error type of a declared one (an explicit `-> ()` included).
+pub(crate) fn retry_if(settings: &Settings, handler: &Handler<'_>, errors: &mut Errors) {
+    let (Some(retry_if), None, false) = (&settings.retry_if, handler.output, settings.inline)
+    else {
+        return;
+    };
+    errors.spanned(
+        retry_if,
+        format_args!(
+            "`retry_if` chooses which of the handler's errors are retried, but `{}` cannot \
+             fail: it returns `()`; return `Result<(), E>` and give `retry_if` a \
+             `fn(&E) -> bool`, or drop `retry_if = {}`",
+            handler.function.sig.ident,
+            path_text(retry_if)
+        ),
+    );
+}
+
 /// `&Bus` or `&path::Bus`.
 fn is_bus_reference(ty: &Type) -> bool {
     let Type::Reference(reference) = ty else {
@@ -538,14 +561,18 @@ fn refuse_with_inline(args: &SubscriberArgs, errors: &mut Errors) {
                  publisher's thread";
     let retries = "a refusal goes back to the publisher (`PublishError::Rejected`), who may \
                    publish again; retrying would hold up every publisher of the topic";
+    let retry_if = "it chooses which failures are retried, and an inline subscriber retries \
+                    none: a refusal goes back to the publisher (`PublishError::Rejected`), who \
+                    may publish again";
     let start = "an inline handler sees each message as it is published";
     let order = "a priority reorders a mailbox; an inline handler runs inside each publish, in \
                  topic order";
-    let refused: [(&str, Option<&dyn quote::ToTokens>, &str); 8] = [
+    let refused: [(&str, Option<&dyn quote::ToTokens>, &str); 9] = [
         ("capacity", args.capacity.as_ref().map(|v| v as _), mailbox),
         ("overflow", args.overflow.as_ref().map(|v| v as _), mailbox),
         ("retries", args.retries.as_ref().map(|v| v as _), retries),
         ("backoff", args.backoff.as_ref().map(|v| v as _), retries),
+        ("retry_if", args.retry_if.as_ref().map(|v| v as _), retry_if),
         ("start", args.start.as_ref().map(|v| v as _), start),
         ("workers", args.workers.as_ref().map(|v| v as _), group),
         ("key", args.key.as_ref().map(|v| v as _), group),

@@ -79,6 +79,16 @@ impl Failure {
         }
     }
 
+    /// A `#[subscriber]`'s failure that keeps the error (see `__private::Outcome`), asking the
+    /// attempt's `retry_if` about it as [`HandlerResult`] does for other handlers.
+    pub(crate) fn of_handler<E: Error + Send + Sync + 'static>(error: E) -> Self {
+        let permanent = !worth_retrying(&error);
+        Failure {
+            permanent,
+            ..Failure::error(error)
+        }
+    }
+
     /// Whether the subscription's `retry_if` ruled out a retry.
     pub(crate) fn is_permanent(&self) -> bool {
         self.permanent

@@ -66,6 +66,27 @@ pub const fn refuse_priority_on_log<T: Topic>() {
     );
 }
 
+/// The error type of a `#[subscriber]`'s declared return type, for `retry_if = f`.
+#[diagnostic::on_unimplemented(
+    message = "`retry_if` asks about the handler's error, but the handler returns `{Self}`",
+    label = "`retry_if` needs a handler that returns `Result<(), E>`",
+    note = "`retry_if = f` takes a `fn f(&E) -> bool` of the handler's error `E`; a handler \
+            that cannot fail has nothing to ask about: drop `retry_if`"
+)]
+pub trait ErrorOf {
+    type Error: 'static;
+}
+
+impl<E: 'static> ErrorOf for Result<(), E> {
+    type Error = E;
+}
+
+/// `#[subscriber(retry_if = f)]`: `f` must take the error of the handler's return type `R`,
+/// so one written for another type is a compile error at `f`.
+pub fn retry_if<R: ErrorOf>(options: Options, retry: fn(&R::Error) -> bool) -> Options {
+    options.retry_if(retry)
+}
+
 /// Starts a registered subscriber, whose handler also gets the bus.
 pub fn subscribe_registered<T, H>(
     bus: &Bus,

@@ -101,7 +101,7 @@ impl ErrorKind {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        result.map_err(Failure::error)
+        result.map_err(Failure::of_handler)
     }
 }
 
