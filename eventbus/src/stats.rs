@@ -338,8 +338,8 @@ pub struct BusStats {
     pub dead_letters: usize,
     /// Dead letters the bounded store had to discard.
     pub dead_letters_discarded: u64,
-    /// Dead letters the `on_dead_letter` hook was not shown because it fell behind
-    /// (they are still in the store, or counted as discarded).
+    /// Dead letters the `on_dead_letter` (or `on_dead_letter_async`) hook was not shown
+    /// because it fell behind (they are still in the store, or counted as discarded).
     pub dead_letter_hook_skipped: u64,
 }
 
@@ -426,13 +426,13 @@ impl fmt::Display for BusStats {
 #[non_exhaustive]
 pub struct CloseReport {
     /// Whether everything accepted was delivered, every worker finished and the
-    /// `on_dead_letter` hook saw every letter, in time.
+    /// dead-letter hook (`on_dead_letter` or `on_dead_letter_async`) saw every letter, in time.
     pub completed: bool,
     /// Every subscription, unsubscribed ones still running included, as it stood when the
     /// close returned: what was still `queued` and `in_handler`.
     pub subscriptions: Vec<SubscriptionStats>,
-    /// Whether the `on_dead_letter` hook was still running when the close returned; it
-    /// finishes on its own thread.
+    /// Whether the dead-letter hook (`on_dead_letter` or `on_dead_letter_async`) was still
+    /// running when the close returned; it finishes on its own thread (or task).
     pub hook_running: bool,
 }
 

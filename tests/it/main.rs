@@ -11,6 +11,8 @@
 // stay so (the workspace warns of `unreachable_pub`).
 
 #[cfg(feature = "tokio")]
+pub mod async_hook;
+#[cfg(feature = "tokio")]
 pub mod async_subscribers;
 pub mod bad_input;
 pub mod closing;

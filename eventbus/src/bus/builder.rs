@@ -1,5 +1,5 @@
 //! Building a bus: which registered subscribers it starts, the state their handlers share,
-//! and how many dead letters it keeps.
+//! how many dead letters it keeps and the hook shown them.
 
 use std::fmt;
 
@@ -7,6 +7,8 @@ use crate::bus::registry::Registration;
 use crate::bus::Bus;
 use crate::dead_letter::DeadLetter;
 use crate::dead_letter::Hook;
+#[cfg(feature = "tokio")]
+use crate::dead_letter::async_hook::AsyncHook;
 use crate::error::MissingState;
 use crate::error::SubscribeError;
 use crate::state::States;
@@ -32,8 +34,11 @@ pub struct BusBuilder {
     required: Vec<String>,
     dead_letter_capacity: usize,
     states: States,
-    on_dead_letter: Option<Hook>,
-    /// Where async subscribers run (feature `tokio`).
+    on_dead_letter: Option<Box<dyn FnMut(&DeadLetter) + Send>>,
+    /// The async hook (feature `tokio`); `try_build` refuses it beside `on_dead_letter`.
+    #[cfg(feature = "tokio")]
+    on_dead_letter_async: Option<AsyncHook>,
+    /// Where async subscribers and the async hook run (feature `tokio`).
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -77,6 +82,14 @@ pub enum BuildError {
         /// chose them.
         unselected: Vec<String>,
     },
+    /// Both [`BusBuilder::on_dead_letter`] and [`BusBuilder::on_dead_letter_async`] were
+    /// called (feature `tokio`). A bus has one hook, so which one was meant is unclear.
+    #[cfg(feature = "tokio")]
+    TwoDeadLetterHooks,
+    /// [`BusBuilder::on_dead_letter_async`] was called, but the builder was given no runtime
+    /// ([`BusBuilder::runtime`]) and `build()` was not called inside one (feature `tokio`).
+    #[cfg(feature = "tokio")]
+    HookWithoutRuntime,
 }
 
 impl fmt::Display for BuildError {
@@ -126,6 +139,16 @@ impl fmt::Display for BuildError {
                 }
                 Ok(())
             }
+            #[cfg(feature = "tokio")]
+            BuildError::TwoDeadLetterHooks => f.write_str(
+                "both `on_dead_letter` and `on_dead_letter_async` were called, and a bus has one \
+                 dead-letter hook: keep one of them",
+            ),
+            #[cfg(feature = "tokio")]
+            BuildError::HookWithoutRuntime => f.write_str(
+                "`on_dead_letter_async` needs a tokio runtime to run on: call `build()` inside \
+                 one, or give the builder one with `.runtime(handle)`",
+            ),
         }
     }
 }
@@ -137,6 +160,8 @@ impl std::error::Error for BuildError {
             BuildError::MissingState(_)
             | BuildError::ConflictingSelection { .. }
             | BuildError::MissingSubscribers { .. } => None,
+            #[cfg(feature = "tokio")]
+            BuildError::TwoDeadLetterHooks | BuildError::HookWithoutRuntime => None,
         }
     }
 }
@@ -177,12 +202,15 @@ impl BusBuilder {
             states: States::default(),
             on_dead_letter: None,
             #[cfg(feature = "tokio")]
+            on_dead_letter_async: None,
+            #[cfg(feature = "tokio")]
             runtime: None,
         }
     }
 
-    /// The tokio runtime async subscribers run on (feature `tokio`). Without it, `build()`
-    /// takes the runtime current where it is called, if any.
+    /// The tokio runtime async subscribers and [`on_dead_letter_async`](BusBuilder::on_dead_letter_async)
+    /// run on (feature `tokio`). Without it, `build()` takes the runtime current where it is
+    /// called, if any.
     #[cfg(feature = "tokio")]
     pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
         self.runtime = Some(runtime);
@@ -269,6 +297,10 @@ impl BusBuilder {
     /// behind, later ones skip it (counted in [`BusStats::dead_letter_hook_skipped`](crate::BusStats));
     /// they are still kept in the store. `close` returns once the hook has seen every letter.
     ///
+    /// For a hook that awaits (a database, a queue), see
+    /// [`on_dead_letter_async`](BusBuilder::on_dead_letter_async) (feature `tokio`); a bus has
+    /// one of the two.
+    ///
     /// # Examples
     ///
     /// ```
@@ -294,6 +326,83 @@ impl BusBuilder {
         self
     }
 
+    /// Shows every new dead letter to an async `hook` (to persist it with an async client),
+    /// on one task of the bus's runtime (feature `tokio`): the runtime given to
+    /// [`runtime`](BusBuilder::runtime), else the one current at `build()`.
+    ///
+    /// The hook takes its own clone of the letter, so its future may hold it across
+    /// `.await`s. The task awaits the hook's future for one letter before it makes the next
+    /// one's, so the hook sees the letters one at a time, in the order they were made. A
+    /// panic while making the future or polling it ends that letter only: the next one is
+    /// shown as usual (the panic is not counted, as with
+    /// [`on_dead_letter`](BusBuilder::on_dead_letter)).
+    ///
+    /// Up to 1024 letters wait for the hook, in a bounded queue. A letter that finds it full
+    /// skips the hook (counted in [`BusStats::dead_letter_hook_skipped`](crate::BusStats)) and
+    /// is still kept in the store, where [`take_dead_letters`](crate::Bus::take_dead_letters)
+    /// finds it, every letter as with `on_dead_letter`. The worker that made the letter never
+    /// waits for the hook: that worker may itself be a task on the hook's runtime (on a
+    /// `current_thread` runtime, or with every thread so busy, the hook could never make
+    /// room), or a `close_timeout` giving up at its deadline; and a slow hook must not hold
+    /// up every subscriber that fails.
+    ///
+    /// [`close`](crate::Bus::close) and [`close_async`](crate::Bus::close_async) return once
+    /// the hook has finished every letter it was given; [`close_timeout`](crate::Bus::close_timeout)
+    /// waits for it until its deadline, and says in
+    /// [`CloseReport::hook_running`](crate::CloseReport) if it was still running then (it
+    /// finishes on its own). As for async subscribers, `close` on a `current_thread`
+    /// runtime's thread cannot wait (the hook's task needs that thread): it begins the close
+    /// and returns; use `close_async` there. A close from inside the hook begins the close
+    /// and returns, since the hook cannot wait for itself.
+    ///
+    /// [`try_build`](BusBuilder::try_build) refuses a builder given both this and
+    /// `on_dead_letter` ([`BuildError::TwoDeadLetterHooks`]), or given this with no runtime
+    /// to run it on ([`BuildError::HookWithoutRuntime`]); `build` panics with the same
+    /// message.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use eventbus::{Bus, DeadLetter, Message, Options, Topic};
+    /// use tokio::sync::Mutex;
+    ///
+    /// #[derive(Topic)]
+    /// struct Charge(u32);
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let saved = Arc::new(Mutex::new(Vec::new())); // a database, say
+    /// let db = Arc::clone(&saved);
+    /// let bus = Bus::builder() // takes the current runtime
+    ///     .on_dead_letter_async(move |letter: DeadLetter| {
+    ///         let db = Arc::clone(&db);
+    ///         async move {
+    ///             tokio::task::yield_now().await; // the call to the database
+    ///             db.lock().await.push(letter.to_string());
+    ///         }
+    ///     })
+    ///     .build();
+    /// bus.subscribe::<Charge>(Options::default().name("billing"), |_: &Message<Charge>| {
+    ///     Err::<(), _>("declined")
+    /// });
+    /// bus.publish_async(Charge(5)).await.unwrap();
+    /// bus.close_async().await; // returns once the hook has saved the letter
+    /// assert_eq!(
+    ///     *saved.lock().await,
+    ///     ["Charge #0 at billing after 1 attempt(s): declined"]
+    /// );
+    /// # });
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn on_dead_letter_async<F, A>(mut self, mut hook: F) -> Self
+    where
+        F: FnMut(DeadLetter) -> A + Send + 'static,
+        A: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.on_dead_letter_async = Some(Box::new(move |letter| Box::pin(hook(letter))));
+        self
+    }
+
     /// Builds the bus and starts the chosen subscribers.
     ///
     /// # Panics
@@ -314,7 +423,9 @@ impl BusBuilder {
     /// [`require`](BusBuilder::require) that it would not start;
     /// [`BuildError::MissingState`] naming the subscriber and the type; or
     /// [`BuildError::Subscribe`] if a worker thread cannot start (the subscribers already
-    /// started are closed again).
+    /// started are closed again). With feature `tokio`, [`BuildError::TwoDeadLetterHooks`] if
+    /// both dead-letter hooks were given, and [`BuildError::HookWithoutRuntime`] if
+    /// [`on_dead_letter_async`](BusBuilder::on_dead_letter_async) has no runtime to run on.
     ///
     /// # Examples
     ///
@@ -337,6 +448,10 @@ impl BusBuilder {
             return Err(BuildError::ConflictingSelection {
                 modules: self.selection.modules,
             });
+        }
+        #[cfg(feature = "tokio")]
+        if self.on_dead_letter.is_some() && self.on_dead_letter_async.is_some() {
+            return Err(BuildError::TwoDeadLetterHooks);
         }
         let all = Registration::all();
         let chosen: Vec<&Registration> = all
@@ -387,7 +502,14 @@ impl BusBuilder {
                 name: registration.subscriber_name(),
             }));
         }
-        let bus = Bus::with_parts(self.dead_letter_capacity, self.states, self.on_dead_letter)
+        let hook = self.on_dead_letter.map(Hook::Thread);
+        #[cfg(feature = "tokio")]
+        let hook = match (hook, self.on_dead_letter_async, &runtime) {
+            (_, Some(hook), Some(runtime)) => Some(Hook::Task(hook, runtime.clone())),
+            (_, Some(_), None) => return Err(BuildError::HookWithoutRuntime),
+            (hook, None, _) => hook,
+        };
+        let bus = Bus::with_parts(self.dead_letter_capacity, self.states, hook)
             .map_err(|source| {
                 BuildError::Subscribe(SubscribeError::Spawn {
                     name: "eventbus-dead-letters".into(),
@@ -408,12 +530,15 @@ impl BusBuilder {
 
 impl fmt::Debug for BusBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BusBuilder")
+        let mut builder = f.debug_struct("BusBuilder");
+        builder
             .field("selection", &self.selection)
             .field("required", &self.required)
             .field("dead_letter_capacity", &self.dead_letter_capacity)
             .field("states", &self.states)
-            .field("on_dead_letter", &self.on_dead_letter.is_some())
-            .finish()
+            .field("on_dead_letter", &self.on_dead_letter.is_some());
+        #[cfg(feature = "tokio")]
+        builder.field("on_dead_letter_async", &self.on_dead_letter_async.is_some());
+        builder.finish()
     }
 }

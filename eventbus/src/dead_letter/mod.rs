@@ -1,5 +1,6 @@
 //! Dead letters: messages a subscriber gave up on, kept with their last error, in a bounded
-//! store that counts what it had to discard; and the `on_dead_letter` hook's thread.
+//! store that counts what it had to discard; and the `on_dead_letter` hook's thread (the
+//! `on_dead_letter_async` hook's task is `async_hook.rs`).
 //!
 //! A letter remembers which subscription gave up on it and its message's type, so the engine
 //! can hand the very message back to that subscription ([`Bus::redeliver`](crate::Bus::redeliver)):
@@ -20,6 +21,9 @@ use crate::handler::Failure;
 use crate::message::{AnyMessage, Message};
 use crate::trace;
 use crate::util::unwind::drop_quietly;
+
+#[cfg(feature = "tokio")]
+pub(crate) mod async_hook;
 
 /// A message whose every attempt failed, with what went wrong.
 ///
@@ -206,17 +210,44 @@ impl std::error::Error for DeadLetter {
 }
 
 thread_local! {
-    /// Whether this thread is a bus's `on_dead_letter` hook thread.
+    /// Whether this thread is a bus's `on_dead_letter` hook thread, or is polling an
+    /// `on_dead_letter_async` hook's task.
     static IN_HOOK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether the caller runs on a hook thread: a close from there cannot wait for the hook.
+/// Whether the caller runs in a hook (its thread, or its task's poll): a close from there
+/// cannot wait for the hook.
 pub(crate) fn in_hook() -> bool {
     IN_HOOK.with(std::cell::Cell::get)
 }
 
-/// A callback shown each dead letter, on a thread of its own.
-pub(crate) type Hook = Box<dyn FnMut(&DeadLetter) + Send>;
+/// The bus's dead-letter hook, as the builder was given it: one of the two, never both.
+pub(crate) enum Hook {
+    /// `on_dead_letter`: a callback shown each dead letter, on a thread of its own.
+    Thread(Box<dyn FnMut(&DeadLetter) + Send>),
+    /// `on_dead_letter_async`: an async callback, on a task of the runtime given.
+    #[cfg(feature = "tokio")]
+    Task(async_hook::AsyncHook, tokio::runtime::Handle),
+}
+
+/// Where a new dead letter is offered to the hook, without waiting.
+enum Inlet {
+    Thread(Sender<DeadLetter>),
+    #[cfg(feature = "tokio")]
+    Task(tokio::sync::mpsc::Sender<DeadLetter>),
+}
+
+impl Inlet {
+    /// Hands `letter` to the hook unless its queue is full (or the hook is gone): whether it
+    /// took it.
+    fn offer(&self, letter: DeadLetter) -> bool {
+        match self {
+            Inlet::Thread(sender) => sender.try_send(letter).is_ok(),
+            #[cfg(feature = "tokio")]
+            Inlet::Task(sender) => sender.try_send(letter).is_ok(),
+        }
+    }
+}
 
 /// How many dead letters may wait for the hook; past that the hook skips them (counted).
 const HOOK_BACKLOG: usize = 1024;
@@ -237,15 +268,15 @@ impl serde::Serialize for DeadLetter {
 }
 
 /// Holds the newest `capacity` dead letters; the oldest make way and are counted. Shows each
-/// new one to the `on_dead_letter` hook, if there is one, off the workers' path: a worker only
-/// hands it to the hook's thread, never waits for it.
+/// new one to the dead-letter hook, if there is one, off the workers' path: a worker only
+/// hands it to the hook's thread or task, never waits for it.
 pub(crate) struct DeadLetterStore {
     capacity: usize,
     /// Guards the letters and the discard count together, so a reader sees them agree.
     letters: Mutex<Letters>,
-    /// To the hook's thread; taken (closing the channel) when the bus has closed.
-    hook: Mutex<Option<Sender<DeadLetter>>>,
-    /// Disconnected when the hook's thread has finished: it holds the only sender.
+    /// To the hook's thread or task; taken (closing the queue) when the bus has closed.
+    hook: Mutex<Option<Inlet>>,
+    /// Disconnected when the hook's thread or task has finished: it holds the only sender.
     hook_done: Option<Receiver<()>>,
     hook_skipped: AtomicU64,
 }
@@ -271,7 +302,12 @@ impl DeadLetterStore {
     pub(crate) fn new(capacity: usize, hook: Option<Hook>) -> std::io::Result<Self> {
         let (sender, hook_done) = match hook {
             None => (None, None),
-            Some(mut hook) => {
+            #[cfg(feature = "tokio")]
+            Some(Hook::Task(hook, runtime)) => {
+                let (tx, done_rx) = async_hook::spawn(&runtime, hook);
+                (Some(Inlet::Task(tx)), Some(done_rx))
+            }
+            Some(Hook::Thread(mut hook)) => {
                 let (tx, rx) = crossbeam_channel::bounded::<DeadLetter>(HOOK_BACKLOG);
                 let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
                 std::thread::Builder::new()
@@ -288,7 +324,7 @@ impl DeadLetterStore {
                         drop_quietly(hook);
                         drop(done_tx);
                     })?;
-                (Some(tx), Some(done_rx))
+                (Some(Inlet::Thread(tx)), Some(done_rx))
             }
         };
         Ok(DeadLetterStore {
@@ -318,7 +354,7 @@ impl DeadLetterStore {
         );
         // Lock order: row 9 (`hook`), a leaf, let go before `letters`; see engine/mod.rs.
         if let Some(hook) = &*self.hook.lock() {
-            if hook.try_send(letter.clone()).is_err() {
+            if !hook.offer(letter.clone()) {
                 self.hook_skipped.fetch_add(1, Relaxed);
             }
         }
