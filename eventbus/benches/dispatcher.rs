@@ -13,7 +13,7 @@
 //! - `EVENTBUS_BENCH_BUSY=1`: one core kept busy by a process the bench starts and stops.
 //!
 //! Figures from a shared machine are noisy: read the ratios, and the load average printed at
-//! the start and the end.
+//! the start and the end. `spread`: the slowest ÷ the fastest wall time of the line's runs.
 
 #[path = "common/contention.rs"]
 mod contention;
@@ -152,8 +152,15 @@ fn main() {
         thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "\n  {:<16} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}",
-        "publishers→subs", "wall ns/msg", "(direct)", "ratio", "publisher ns", "(direct)", "ratio"
+        "\n  {:<16} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8} {:>8}",
+        "publishers→subs",
+        "wall ns/msg",
+        "(direct)",
+        "ratio",
+        "publisher ns",
+        "(direct)",
+        "ratio",
+        "spread"
     );
     for (publishers, subscribers) in [(1, 4), (4, 4), (8, 4), (1, 16)] {
         let (mut with, mut without) = (Vec::new(), Vec::new());
@@ -165,11 +172,13 @@ fn main() {
         let wall_direct = median(without.iter().map(|r| r.wall_ns).collect());
         let own = median(with.iter().map(|r| r.publisher_ns).collect());
         let own_direct = median(without.iter().map(|r| r.publisher_ns).collect());
+        let walls: Vec<f64> = with.iter().chain(&without).map(|r| r.wall_ns).collect();
         println!(
-            "  {:<16} {wall:>12.1} {wall_direct:>12.1} {:>7.2}x {own:>14.1} {own_direct:>14.1} {:>7.2}x",
+            "  {:<16} {wall:>12.1} {wall_direct:>12.1} {:>7.2}x {own:>14.1} {own_direct:>14.1} {:>7.2}x {:>7.2}x",
             format!("{publishers} → {subscribers}"),
             wall / wall_direct,
             own / own_direct,
+            contention::spread(&walls),
         );
     }
     println!("\n(ratio: with a dispatcher ÷ without; below 1 is better for the dispatcher)");

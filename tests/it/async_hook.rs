@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use eventbus::{Bus, BuildError, DeadLetter, Message, Options, Topic};
+use eventbus::{BuildError, Bus, DeadLetter, Message, Options, Topic};
 use support::{until, Seen, Signal, PATIENCE};
 use tokio::sync::Semaphore;
 
@@ -124,11 +124,18 @@ fn the_hook_sees_the_letters_one_at_a_time_in_the_order_they_were_made() {
             .map(|&(_, seq)| seq)
             .collect()
     };
-    assert_eq!(of("billing"), (0..200).filter(|i| i % 4 != 0).collect::<Vec<_>>());
+    assert_eq!(
+        of("billing"),
+        (0..200).filter(|i| i % 4 != 0).collect::<Vec<_>>()
+    );
     assert_eq!(of("shipping"), (0..200).step_by(5).collect::<Vec<_>>());
     assert_eq!(seen.len(), 150 + 40, "a letter shown to no one or twice");
     assert_eq!(overlaps.load(SeqCst), 0, "two letters were shown at once");
-    assert_eq!(elsewhere.load(SeqCst), 0, "the hook ran off the bus's runtime");
+    assert_eq!(
+        elsewhere.load(SeqCst),
+        0,
+        "the hook ran off the bus's runtime"
+    );
     assert_eq!(bus.take_dead_letters().len(), 190);
     assert_eq!(bus.stats().dead_letter_hook_skipped, 0);
 }
@@ -220,7 +227,10 @@ fn close_async_on_a_current_thread_runtime_waits_for_the_hook() {
             tokio::task::yield_now().await;
         }
         assert_eq!(started.next(), 0);
-        assert!(!closing.is_finished(), "close_async returned with the hook held");
+        assert!(
+            !closing.is_finished(),
+            "close_async returned with the hook held"
+        );
         assert!(seen.get().is_empty());
         gate.add_permits(1);
         closing.await.unwrap();
@@ -347,7 +357,9 @@ fn the_hook_persists_each_letter_through_async_calls() {
         bus.close_async().await;
         // The hook (and its sender) is gone once the close returns: the writer ends.
         writer.await.unwrap();
-        let expected: Vec<_> = (0..20).map(|i| (Charge(i), "declined".to_owned())).collect();
+        let expected: Vec<_> = (0..20)
+            .map(|i| (Charge(i), "declined".to_owned()))
+            .collect();
         assert_eq!(*saved.lock().await, expected);
     });
 }
@@ -379,7 +391,11 @@ fn a_hook_that_falls_far_behind_skips_letters_and_the_store_keeps_them() {
     gate.add_permits(1);
     bus.close();
     assert_eq!(seen.get(), (0..=1_024).collect::<Vec<u64>>());
-    let kept: Vec<u64> = bus.take_dead_letters().iter().map(DeadLetter::seq).collect();
+    let kept: Vec<u64> = bus
+        .take_dead_letters()
+        .iter()
+        .map(DeadLetter::seq)
+        .collect();
     assert_eq!(kept, (0..3_000).collect::<Vec<u64>>());
 }
 

@@ -64,9 +64,14 @@ fn a_mailbox_that_cannot_be_allocated_is_refused_not_an_abort() {
     );
     let test = test.split_once("::").map_or(test, |(_, path)| path);
     let exe = std::env::current_exe().unwrap();
+    // Room for the binary as mapped (its code alone is over 100 MB in a debug build with
+    // every feature) and 120 MB more: too little for the 256 MiB mailbox.
+    let limit_kb = mapped_bytes(&exe) / 1024 + 120_000;
     let output = std::process::Command::new("sh")
         .arg("-c")
-        .arg("ulimit -v 160000 && exec \"$0\" --exact --nocapture --test-threads 1 \"$1\"")
+        .arg(format!(
+            "ulimit -v {limit_kb} && exec \"$0\" --exact --nocapture --test-threads 1 \"$1\""
+        ))
         .arg(exe)
         .arg(test)
         .env("EVENTBUS_LOW_MEMORY_CHILD", "1")
@@ -82,6 +87,26 @@ fn a_mailbox_that_cannot_be_allocated_is_refused_not_an_abort() {
         stdout.contains("needs 268435456 bytes, which could not be allocated"),
         "{stdout}"
     );
+}
+
+/// The bytes a loader maps for `exe`: the sum of its ELF64 program headers' `PT_LOAD`
+/// sizes (read from the file: this process's own maps may include the whole file, mapped
+/// again to read debug info for a backtrace).
+fn mapped_bytes(exe: &std::path::Path) -> u64 {
+    use std::io::Read;
+    let mut head = vec![0u8; 64 * 1024];
+    let mut file = std::fs::File::open(exe).unwrap();
+    let read = file.read(&mut head).unwrap();
+    head.truncate(read);
+    let u16_at = |at: usize| u64::from(u16::from_le_bytes([head[at], head[at + 1]]));
+    let u64_at = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap());
+    assert_eq!(&head[..4], b"\x7fELF", "an ELF executable");
+    let (offset, size, count) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..count)
+        .map(|i| (offset + i * size) as usize)
+        .filter(|&at| u32::from_le_bytes(head[at..at + 4].try_into().unwrap()) == 1)
+        .map(|at| u64_at(at + 0x28))
+        .sum()
 }
 
 #[test]

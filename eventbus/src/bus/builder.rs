@@ -5,13 +5,16 @@ use std::fmt;
 
 use crate::bus::registry::Registration;
 use crate::bus::Bus;
-use crate::dead_letter::DeadLetter;
-use crate::dead_letter::Hook;
 #[cfg(feature = "tokio")]
 use crate::dead_letter::async_hook::AsyncHook;
+use crate::dead_letter::DeadLetter;
+use crate::dead_letter::Hook;
 use crate::error::MissingState;
 use crate::error::SubscribeError;
 use crate::state::States;
+
+/// The sync dead-letter hook, as the builder keeps it.
+type SyncHook = Box<dyn FnMut(&DeadLetter) + Send>;
 
 /// Builds a [`Bus`]. Starts no `#[subscriber]` unless told to.
 ///
@@ -34,7 +37,7 @@ pub struct BusBuilder {
     required: Vec<String>,
     dead_letter_capacity: usize,
     states: States,
-    on_dead_letter: Option<Box<dyn FnMut(&DeadLetter) + Send>>,
+    on_dead_letter: Option<SyncHook>,
     /// The async hook (feature `tokio`); `try_build` refuses it beside `on_dead_letter`.
     #[cfg(feature = "tokio")]
     on_dead_letter_async: Option<AsyncHook>,
@@ -509,8 +512,8 @@ impl BusBuilder {
             (_, Some(_), None) => return Err(BuildError::HookWithoutRuntime),
             (hook, None, _) => hook,
         };
-        let bus = Bus::with_parts(self.dead_letter_capacity, self.states, hook)
-            .map_err(|source| {
+        let bus =
+            Bus::with_parts(self.dead_letter_capacity, self.states, hook).map_err(|source| {
                 BuildError::Subscribe(SubscribeError::Spawn {
                     name: "eventbus-dead-letters".into(),
                     source,
