@@ -32,8 +32,10 @@ pub fn derive_topic(input: TokenStream) -> TokenStream {
 /// `retries = 3`, `backoff = "10ms"`, `name = "billing"`, `filter = is_big`,
 /// `start = Earliest`, `workers = 4` (a consumer group), `key = customer_of` (its workers
 /// chosen by key), `priority = urgency` (a `fn(&T) -> u8`: a priority mailbox, most urgent
-/// first; not with `workers`, `key`, `inline` nor on a log topic), and `crate = path`: the
-/// path the
+/// first; not with `workers`, `key`, `inline` nor on a log topic), `retry_if = is_transient`
+/// (a `fn(&E) -> bool` over the handler's error type: `false` makes that error permanent, a
+/// dead letter after one attempt), `inline` (the handler runs inside the publish, on the
+/// publisher's thread; an `Err` refuses the publish), and `crate = path`: the path the
 /// expansion names `eventbus` by (default `::eventbus`), for a crate that re-exports
 /// `eventbus` (`crate = my_framework::eventbus`). It is a path, not a string, resolved where
 /// the attribute is used.
@@ -48,7 +50,8 @@ pub fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `#[observer("orders.*", capacity = 1000, overflow = DropOldest)] fn audit(m: &AnyMessage)`:
 /// the pattern first (`*` one segment, `>` the rest), then any of `capacity`, `overflow`,
 /// `retries`, `backoff`, `name`, `filter` (a `fn(&AnyMessage) -> bool`), `priority` (a
-/// `fn(&AnyMessage) -> u8`) and `crate`.
+/// `fn(&AnyMessage) -> u8`), `retry_if` (a `fn(&E) -> bool` over the handler's error type)
+/// and `crate`.
 #[proc_macro_attribute]
 pub fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::observer(args.into(), input.into()).into()

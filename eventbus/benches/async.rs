@@ -39,6 +39,8 @@
 
 #[path = "common/contention.rs"]
 mod contention;
+#[path = "common/measure.rs"]
+mod measure;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,18 +53,6 @@ use eventbus::{Bus, Message, Options, Topic};
 #[derive(Topic, Clone)]
 struct Tick(u64);
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Whether the measurement titled `title` was asked for (`EVENTBUS_ASYNC_ONLY`).
-fn wanted(title: &str) -> bool {
-    std::env::var("EVENTBUS_ASYNC_ONLY").map_or(true, |only| title.contains(&only))
-}
-
 /// The runtime every measurement uses: multi-thread, 2 workers, timers on (the bus needs
 /// them); or a current-thread one (`EVENTBUS_ASYNC_CURRENT_THREAD`).
 fn runtime(current_thread: bool) -> tokio::runtime::Runtime {
@@ -74,27 +64,6 @@ fn runtime(current_thread: bool) -> tokio::runtime::Runtime {
         builder
     };
     builder.enable_all().build().expect("a tokio runtime")
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 4096
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
 }
 
 // ---------------------------------------------------------------- scale
@@ -148,7 +117,7 @@ fn scale(kind: Kind, subscribers: usize, messages: u64) {
         Kind::Threads => "thread subscribers (capacity 8), publish from a thread",
     };
     let title = format!("scale: {subscribers} {what}, {messages} messages, close");
-    if !wanted(&title) {
+    if !measure::wanted("EVENTBUS_ASYNC_ONLY", &title) {
         return;
     }
     let (done_tx, done_rx) = crossbeam_channel::bounded(1);
@@ -160,7 +129,7 @@ fn scale(kind: Kind, subscribers: usize, messages: u64) {
     };
     // Made first, so its threads are in `before`.
     let runtime = runtime(false);
-    let before = resident_bytes();
+    let before = measure::resident_bytes();
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
     let options = Options::default().capacity(SCALE_CAPACITY);
     let start = Instant::now();
@@ -184,7 +153,7 @@ fn scale(kind: Kind, subscribers: usize, messages: u64) {
         }
     }
     let startup = start.elapsed();
-    let after_startup = resident_bytes();
+    let after_startup = measure::resident_bytes();
     let start = Instant::now();
     match kind {
         Kind::Tasks => {
@@ -210,7 +179,7 @@ fn scale(kind: Kind, subscribers: usize, messages: u64) {
         done_rx.recv().unwrap();
     }
     let delivery = start.elapsed();
-    let after_delivery = resident_bytes();
+    let after_delivery = measure::resident_bytes();
     let start = Instant::now();
     match kind {
         Kind::Tasks => runtime.block_on(bus.close_async()),
@@ -473,7 +442,7 @@ fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
         "throughput: 1 publisher task → {} async subscriber(s), Block, 8 B messages",
         shape.subscribers
     );
-    if !wanted(&title) {
+    if !measure::wanted("EVENTBUS_ASYNC_ONLY", &title) {
         return;
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
@@ -490,7 +459,7 @@ fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
         "  {:<32} {:>9} {:>17} {:>7} {:>7} {:>18}",
         "contender", "ns/deliv", "(min–max)", "spread", "ratio", "lost"
     );
-    let medians: Vec<f64> = times.iter().map(|t| median(t.clone())).collect();
+    let medians: Vec<f64> = times.iter().map(|t| measure::median(t.clone())).collect();
     let hand_made = medians[0];
     let all = rounds * shape.messages * shape.subscribers as u64;
     for (i, contender) in contenders.iter().enumerate() {
@@ -521,15 +490,16 @@ fn main() {
     contention::spin_if_child();
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run tiny then.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let tasks = env("EVENTBUS_SCALE_TASKS", if quick { 200 } else { 100_000 }) as usize;
-    let threads = env("EVENTBUS_SCALE_THREADS", if quick { 20 } else { 10_000 }) as usize;
-    let scale_messages = env("EVENTBUS_SCALE_MESSAGES", if quick { 10 } else { 100 });
-    let messages = env(
+    let tasks = measure::env("EVENTBUS_SCALE_TASKS", if quick { 200 } else { 100_000 }) as usize;
+    let threads = measure::env("EVENTBUS_SCALE_THREADS", if quick { 20 } else { 10_000 }) as usize;
+    let scale_messages = measure::env("EVENTBUS_SCALE_MESSAGES", if quick { 10 } else { 100 });
+    let messages = measure::env(
         "EVENTBUS_ASYNC_MESSAGES",
         if quick { 2_000 } else { 1_000_000 },
     );
-    let capacity = env("EVENTBUS_ASYNC_CAPACITY", Options::DEFAULT_CAPACITY as u64) as usize;
-    let rounds = env("EVENTBUS_ROUNDS", if quick { 1 } else { 5 }).max(1);
+    let capacity =
+        measure::env("EVENTBUS_ASYNC_CAPACITY", Options::DEFAULT_CAPACITY as u64) as usize;
+    let rounds = measure::env("EVENTBUS_ROUNDS", if quick { 1 } else { 5 }).max(1);
     let current_thread = std::env::var_os("EVENTBUS_ASYNC_CURRENT_THREAD").is_some();
     println!(
         "eventbus async: tokio multi-thread runtime, 2 workers; {} cores",
@@ -543,7 +513,7 @@ fn main() {
             ""
         }
     );
-    println!("load average at start: {}", load_average());
+    println!("load average at start: {}", measure::load_average());
     let _busy = contention::start_if_asked();
 
     let only_two = std::env::var_os("EVENTBUS_ASYNC_QUICK").is_some();
@@ -562,8 +532,11 @@ fn main() {
         throughput(shape, rounds, contenders);
     }
     // The scale section runs last: 10,000 threads lift the load average for minutes after.
-    println!("\nload average after throughput: {}", load_average());
+    println!(
+        "\nload average after throughput: {}",
+        measure::load_average()
+    );
     scale(Kind::Tasks, tasks, scale_messages);
     scale(Kind::Threads, threads, scale_messages);
-    println!("\nload average at end: {}", load_average());
+    println!("\nload average at end: {}", measure::load_average());
 }

@@ -17,10 +17,12 @@
 
 #[path = "common/contention.rs"]
 mod contention;
+#[path = "common/measure.rs"]
+mod measure;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use eventbus::{Bus, Message, Options, Overflow, Topic};
@@ -35,33 +37,6 @@ struct Dispatched(u64);
 /// The same, handed out by each publisher.
 #[derive(Topic, Clone)]
 struct Direct(u64);
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.trim().into())
-}
-
-/// This thread's time on a CPU so far (Linux: `/proc/thread-self/schedstat`, first field).
-fn thread_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let ns = stat
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    Duration::from_nanos(ns)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
 
 #[derive(Clone, Copy)]
 struct Run {
@@ -94,12 +69,12 @@ fn drive(
         for p in 0..publishers {
             let cpu = &cpu;
             scope.spawn(move || {
-                let before = thread_cpu();
+                let before = measure::thread_cpu();
                 let mine = messages / publishers + u64::from(p < messages % publishers);
                 for i in 0..mine {
                     publish(i);
                 }
-                let spent = thread_cpu().saturating_sub(before);
+                let spent = measure::thread_cpu().saturating_sub(before);
                 cpu.fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
             });
         }
@@ -143,9 +118,9 @@ fn run(dispatched: bool, publishers: u64, subscribers: usize, messages: u64) -> 
 
 fn main() {
     contention::spin_if_child();
-    let messages = env("EVENTBUS_BENCH_MESSAGES", 400_000);
-    let rounds = env("EVENTBUS_BENCH_ROUNDS", 5).max(1);
-    println!("load at start: {}", load());
+    let messages = measure::env("EVENTBUS_BENCH_MESSAGES", 400_000);
+    let rounds = measure::env("EVENTBUS_BENCH_ROUNDS", 5).max(1);
+    println!("load at start: {}", measure::load_average());
     let _busy = contention::start_if_asked();
     println!(
         "eventbus dispatcher topics: {messages} messages, {rounds} rounds, {} CPUs",
@@ -168,10 +143,10 @@ fn main() {
             with.push(run(true, publishers, subscribers, messages));
             without.push(run(false, publishers, subscribers, messages));
         }
-        let wall = median(with.iter().map(|r| r.wall_ns).collect());
-        let wall_direct = median(without.iter().map(|r| r.wall_ns).collect());
-        let own = median(with.iter().map(|r| r.publisher_ns).collect());
-        let own_direct = median(without.iter().map(|r| r.publisher_ns).collect());
+        let wall = measure::median(with.iter().map(|r| r.wall_ns).collect());
+        let wall_direct = measure::median(without.iter().map(|r| r.wall_ns).collect());
+        let own = measure::median(with.iter().map(|r| r.publisher_ns).collect());
+        let own_direct = measure::median(without.iter().map(|r| r.publisher_ns).collect());
         let walls: Vec<f64> = with.iter().chain(&without).map(|r| r.wall_ns).collect();
         println!(
             "  {:<16} {wall:>12.1} {wall_direct:>12.1} {:>7.2}x {own:>14.1} {own_direct:>14.1} {:>7.2}x {:>7.2}x",
@@ -182,5 +157,5 @@ fn main() {
         );
     }
     println!("\n(ratio: with a dispatcher ÷ without; below 1 is better for the dispatcher)");
-    println!("load at end: {}", load());
+    println!("load at end: {}", measure::load_average());
 }

@@ -29,10 +29,12 @@
 
 #[path = "common/contention.rs"]
 mod contention;
+#[path = "common/measure.rs"]
+mod measure;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use eventbus::{Bus, Message, Options, Overflow, Start, Topic};
@@ -74,42 +76,11 @@ impl Contender {
     }
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
-
-fn wanted(title: &str) -> bool {
-    std::env::var("EVENTBUS_BENCH_ONLY").map_or(true, |only| title.contains(&only))
-}
-
 fn subscribed(subscribers: usize) -> bool {
     std::env::var("EVENTBUS_BENCH_SUBSCRIBERS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .map_or(true, |only| only == subscribers)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.trim().into())
-}
-
-/// This thread's time on a CPU so far (Linux: `/proc/thread-self/schedstat`, first field).
-fn thread_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    let ns = stat
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    Duration::from_nanos(ns)
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
 }
 
 fn split(messages: u64, publishers: u64, p: u64) -> u64 {
@@ -138,11 +109,11 @@ fn drive(
         for p in 0..publishers {
             let cpu = &cpu;
             scope.spawn(move || {
-                let before = thread_cpu();
+                let before = measure::thread_cpu();
                 for i in 0..split(messages, publishers, p) {
                     publish(i);
                 }
-                let spent = thread_cpu().saturating_sub(before);
+                let spent = measure::thread_cpu().saturating_sub(before);
                 cpu.fetch_add(spent.as_nanos() as u64, Ordering::Relaxed);
             });
         }
@@ -241,8 +212,8 @@ fn fan_out(
         .zip(&runs)
         .map(|(&c, r)| {
             let run = Run {
-                ns_per_delivery: median(r.iter().map(|r| r.ns_per_delivery).collect()),
-                publisher_ns: median(r.iter().map(|r| r.publisher_ns).collect()),
+                ns_per_delivery: measure::median(r.iter().map(|r| r.ns_per_delivery).collect()),
+                publisher_ns: measure::median(r.iter().map(|r| r.publisher_ns).collect()),
             };
             (c, run)
         })
@@ -292,7 +263,7 @@ fn replay(messages: u64, rounds: u64, live: f64) {
         times.push(start.elapsed().as_nanos() as f64 / messages as f64);
         bus.close();
     }
-    let replayed = median(times);
+    let replayed = measure::median(times);
     println!("\nreplay: 1 subscriber joins {messages} retained messages with Start::Earliest");
     println!("  replay {replayed:.1} ns/message; live 1 → 1 on a log topic {live:.1} ns/delivery");
     println!(
@@ -303,9 +274,9 @@ fn replay(messages: u64, rounds: u64, live: f64) {
 
 fn main() {
     contention::spin_if_child();
-    let messages = env("EVENTBUS_BENCH_MESSAGES", 1_000_000);
-    let rounds = env("EVENTBUS_BENCH_ROUNDS", 5).max(1);
-    println!("load at start: {}", load());
+    let messages = measure::env("EVENTBUS_BENCH_MESSAGES", 1_000_000);
+    let rounds = measure::env("EVENTBUS_BENCH_ROUNDS", 5).max(1);
+    println!("load at start: {}", measure::load_average());
     let _busy = contention::start_if_asked();
     println!(
         "eventbus log topics: {messages} messages, {rounds} rounds, {} CPUs",
@@ -314,7 +285,7 @@ fn main() {
     let all = [Log, BusCrate, Mailbox];
     let mut publisher_cost = Vec::new();
     let mut live = None;
-    if wanted("fan-out") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "fan-out") {
         for subscribers in [1, 4, 16, 64].into_iter().filter(|&s| subscribed(s)) {
             let n = if subscribers == 64 {
                 messages / 4
@@ -363,7 +334,7 @@ fn main() {
             println!("  target: highest ÷ lowest ≤ 1.5: {:.2}x", high / low);
         }
     }
-    if wanted("publishers") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "publishers") {
         for subscribers in [4, 16].into_iter().filter(|&s| subscribed(s)) {
             let medians = fan_out(4, subscribers, messages, rounds, &[Log, BusCrate]);
             if let [(_, log), (_, bus_crate)] = medians[..] {
@@ -374,14 +345,14 @@ fn main() {
             }
         }
     }
-    if wanted("replay") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "replay") {
         let live = live.unwrap_or_else(|| {
             let runs: Vec<f64> = (0..rounds)
                 .map(|_| run(Log, 1, 1, messages).ns_per_delivery)
                 .collect();
-            median(runs)
+            measure::median(runs)
         });
         replay(messages, rounds, live);
     }
-    println!("\nload at end: {}", load());
+    println!("\nload at end: {}", measure::load_average());
 }

@@ -20,6 +20,9 @@
 //! The load average (`/proc/loadavg`) is printed at the start and the end: figures from a
 //! loaded machine are noise.
 
+#[path = "common/measure.rs"]
+mod measure;
+
 use std::future::poll_fn;
 use std::io::{BufRead, BufReader};
 use std::pin::Pin;
@@ -35,17 +38,6 @@ use serde::{Deserialize, Serialize};
 #[topic(name = "bench.tick")]
 struct Tick {
     id: u64,
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_else(|_| "unknown".into())
 }
 
 struct Server {
@@ -194,15 +186,10 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
     took
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn main() {
-    println!("load average at start: {}", load_average().trim());
-    let n = env("EVENTBUS_NATS_MESSAGES", 20_000);
-    let rounds = env("EVENTBUS_ROUNDS", 5);
+    println!("load average at start: {}", measure::load_average().trim());
+    let n = measure::env("EVENTBUS_NATS_MESSAGES", 20_000);
+    let rounds = measure::env("EVENTBUS_ROUNDS", 5);
     let server = Server::start();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -223,10 +210,10 @@ fn main() {
         }
         (ours, raw)
     });
-    let (ours, raw) = (median(ours), median(raw));
+    let (ours, raw) = (measure::median(ours), measure::median(raw));
     println!(
         "median of {rounds} rounds, {n} messages: eventbus {ours:.0} msg/s, raw async-nats {raw:.0} msg/s, ratio {:.2} (goal >= 0.5)",
         ours / raw
     );
-    println!("load average at end: {}", load_average().trim());
+    println!("load average at end: {}", measure::load_average().trim());
 }

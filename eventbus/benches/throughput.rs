@@ -16,6 +16,9 @@
 //!
 //! Figures from a shared machine are noisy: read the ratios, not the absolute numbers.
 
+#[path = "common/measure.rs"]
+mod measure;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -38,13 +41,6 @@ impl<const T: usize, const N: usize> Msg<T, N> {
     fn new() -> Self {
         Msg { bytes: [7; N] }
     }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -490,16 +486,6 @@ fn run<const N: usize>(contender: Contender, shape: Shape) -> Run {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
-/// Whether the measurement titled `title` was asked for (`EVENTBUS_BENCH_ONLY`).
-fn wanted(title: &str) -> bool {
-    std::env::var("EVENTBUS_BENCH_ONLY").map_or(true, |only| title.contains(&only))
-}
-
 /// Runs every contender `rounds` times, alternating, and prints the medians.
 fn scenario<const N: usize>(
     title: &str,
@@ -507,7 +493,7 @@ fn scenario<const N: usize>(
     rounds: u64,
     contenders: &[Contender],
 ) -> Vec<(Contender, f64)> {
-    if !wanted(title) {
+    if !measure::wanted("EVENTBUS_BENCH_ONLY", title) {
         return Vec::new();
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
@@ -522,7 +508,7 @@ fn scenario<const N: usize>(
     let medians: Vec<(Contender, f64)> = contenders
         .iter()
         .zip(&times)
-        .map(|(&c, t)| (c, median(t.clone())))
+        .map(|(&c, t)| (c, measure::median(t.clone())))
         .collect();
     let baseline = medians[0].1;
     let bus_crate = medians.iter().find(|(c, _)| *c == BusCrate).map(|m| m.1);
@@ -596,7 +582,11 @@ fn no_subscribers(rounds: u64, messages: u64) {
         }
         base_ns.push(start.elapsed().as_nanos() as f64 / messages as f64);
     }
-    let (plain, generic, base) = (median(plain_ns), median(generic_ns), median(base_ns));
+    let (plain, generic, base) = (
+        measure::median(plain_ns),
+        measure::median(generic_ns),
+        measure::median(base_ns),
+    );
     println!("\npublish to a topic with no subscribers (1 thread)");
     println!(
         "  eventbus {plain:.1} ns/publish, baseline {base:.1} ns/publish ({:.2}x); target ≤ 30 ns",
@@ -660,7 +650,7 @@ fn full_mailboxes(subscribers: usize, rounds: u64, messages: u64) {
         }
         base_ns.push(start.elapsed().as_nanos() as f64 / messages as f64);
     }
-    let (bus, base) = (median(bus_ns), median(base_ns));
+    let (bus, base) = (measure::median(bus_ns), measure::median(base_ns));
     println!(
         "  {subscribers:>2} subscribers: eventbus {bus:.1} ns/publish, baseline {base:.1} ns/publish ({:.2}x)",
         bus / base
@@ -742,16 +732,6 @@ fn latency(messages: u64, rate_per_sec: u64) {
 #[derive(Topic)]
 struct Stamp(Instant);
 
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 4096
-}
-
 fn memory(messages: u64) {
     const SIZE: usize = 64;
     let bus = Bus::builder().build();
@@ -768,11 +748,11 @@ fn memory(messages: u64) {
     );
     bus.publish(Msg::<9, SIZE>::new()).map_err(|_| ()).unwrap();
     started_rx.recv().unwrap();
-    let before = resident_bytes();
+    let before = measure::resident_bytes();
     for _ in 0..messages {
         bus.publish(Msg::<9, SIZE>::new()).map_err(|_| ()).unwrap();
     }
-    let after = resident_bytes();
+    let after = measure::resident_bytes();
     let dropped = bus.stats().subscriptions[0].dropped;
     drop(release_tx);
     bus.close();
@@ -787,7 +767,7 @@ fn memory(messages: u64) {
 }
 
 fn scale(subscribers: usize, messages: u64) {
-    let before = resident_bytes();
+    let before = measure::resident_bytes();
     let bus = Bus::builder().build();
     let delivered = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -801,7 +781,7 @@ fn scale(subscribers: usize, messages: u64) {
         );
     }
     let started = start.elapsed();
-    let running = resident_bytes();
+    let running = measure::resident_bytes();
     let start = Instant::now();
     for _ in 0..messages {
         bus.publish(Msg::<8, 8>::new()).map_err(|_| ()).unwrap();
@@ -911,12 +891,13 @@ fn chart(path: &str, series: &[(Contender, Vec<(usize, f64)>)]) {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run tiny then.
     let quick = !std::env::args().any(|a| a == "--bench");
-    let messages = env(
+    let messages = measure::env(
         "EVENTBUS_BENCH_MESSAGES",
         if quick { 2_000 } else { 1_000_000 },
     );
-    let rounds = env("EVENTBUS_BENCH_ROUNDS", if quick { 1 } else { 5 });
-    let scale_subscribers = env("EVENTBUS_BENCH_SCALE", if quick { 50 } else { 10_000 }) as usize;
+    let rounds = measure::env("EVENTBUS_BENCH_ROUNDS", if quick { 1 } else { 5 });
+    let scale_subscribers =
+        measure::env("EVENTBUS_BENCH_SCALE", if quick { 50 } else { 10_000 }) as usize;
     println!("eventbus throughput: {messages} messages per scenario, {rounds} rounds, medians; mailbox/ring {CAP}");
     println!(
         "machine: {} cores; figures are noisy, compare the ratios",
@@ -924,7 +905,7 @@ fn main() {
     );
     println!(
         "load average at start: {} (distrust a run that starts above 2)",
-        load_average()
+        measure::load_average()
     );
     if let Some((publishers, subscribers)) = pinned_cores() {
         println!(
@@ -994,31 +975,29 @@ fn main() {
         rounds,
         contenders,
     );
-    if wanted("publish to a topic with no subscribers") {
+    if measure::wanted(
+        "EVENTBUS_BENCH_ONLY",
+        "publish to a topic with no subscribers",
+    ) {
         no_subscribers(rounds, messages.max(100_000));
     }
-    if wanted("publisher's own cost") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "publisher's own cost") {
         println!("\npublisher's own cost, every mailbox full and refusing (DropNewest / try_send)");
         for subscribers in [4, 16] {
             full_mailboxes(subscribers, rounds, messages.max(100_000));
         }
     }
-    if wanted("latency") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "latency") {
         latency(messages.min(50_000), 50_000);
     }
-    if wanted("memory") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "memory") {
         memory(messages);
     }
-    if wanted("scale") {
+    if measure::wanted("EVENTBUS_BENCH_ONLY", "scale") {
         scale(scale_subscribers, if quick { 10 } else { 1_000 });
     }
     if let Ok(path) = std::env::var("EVENTBUS_BENCH_CHART") {
         chart(&path, &by_subscribers);
     }
-    println!("\nload average at end: {}", load_average());
-}
-
-/// The machine's load averages, as `/proc/loadavg` gives them.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "?".into(), |l| l.trim().into())
+    println!("\nload average at end: {}", measure::load_average());
 }

@@ -155,7 +155,9 @@
 //! assert_eq!(letter.payload::<Charge>().unwrap().cents, 5000);
 //! ```
 //!
-//! [`BusBuilder::on_dead_letter`] shows each dead letter to a callback as it happens.
+//! [`BusBuilder::on_dead_letter`] shows each dead letter to a callback as it happens, on a
+//! thread of its own; with the `tokio` feature, `BusBuilder::on_dead_letter_async` awaits an
+//! async hook on the bus's runtime instead (one or the other, not both).
 //!
 //! # 5. Closing
 //!
@@ -608,9 +610,9 @@
 //!   the hand-out, only on a full queue (`Block` waits, `try_publish` is `Full`,
 //!   `publish_timeout` is bounded). Pick it for many publishers on a topic with many
 //!   subscribers, or where a publisher must not spend its time handing out: in
-//!   `benches/dispatcher.rs` a publish cost its thread about half the CPU time into 16
-//!   subscribers, about the same into 4, and the end-to-end throughput was the same or lower
-//!   (the hand-out is one more step). A dispatcher topic has no inline subscribers and no log;
+//!   `benches/dispatcher.rs` a publish cost its thread under half the CPU time into 16
+//!   subscribers (0.39–0.45× over three runs), no less into 4 (0.99–1.24×), and every
+//!   message took longer end to end (1.03–1.64× the wall time: the hand-out is one more step). A dispatcher topic has no inline subscribers and no log;
 //!   [`TopicStats::queue_depth`] shows how full its queue is.
 //!
 //! ```
