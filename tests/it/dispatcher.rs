@@ -54,6 +54,23 @@ fn depth(bus: &Bus, topic: &str) -> Option<usize> {
     topic.queue_depth
 }
 
+/// Publishes 0, 1 and 2 to a topic whose one subscriber holds its first message until told
+/// (`stuck`, capacity 1), and returns once the dispatcher waits at that full mailbox with 2:
+/// the queue is then empty, and each later publish stays in it.
+fn hold_the_dispatcher<T: Topic + Copy + std::fmt::Debug>(
+    bus: &Bus,
+    started: &Signal,
+    make: fn(u64) -> T,
+) {
+    bus.publish(make(0)).unwrap();
+    started.next();
+    bus.publish(make(1)).unwrap();
+    bus.publish(make(2)).unwrap();
+    until("the dispatcher waits at the full mailbox", || {
+        depth(bus, T::name()) == Some(0)
+    });
+}
+
 #[test]
 fn publishers_go_on_while_a_block_subscriber_is_stuck() {
     let bus = Bus::builder().build();
@@ -83,13 +100,7 @@ fn a_full_queue_is_the_publishers_backpressure() {
     let bus = Bus::builder().build();
     let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
     let _stuck = stuck::<Small>(&bus, &latch, &seen, &started);
-    bus.publish(Small(0)).unwrap();
-    started.next();
-    bus.publish(Small(1)).unwrap();
-    bus.publish(Small(2)).unwrap();
-    until("the dispatcher waits at the full mailbox", || {
-        depth(&bus, "dispatch.small") == Some(0)
-    });
+    hold_the_dispatcher(&bus, &started, Small);
     for n in 3..7 {
         bus.try_publish(Small(n)).unwrap();
     }
@@ -215,13 +226,7 @@ fn a_forced_close_makes_the_queued_messages_dead_letters() {
     let bus = Bus::builder().build();
     let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
     let subscription = stuck::<Tick>(&bus, &latch, &seen, &started);
-    bus.publish(Tick(0)).unwrap();
-    started.next();
-    bus.publish(Tick(1)).unwrap();
-    bus.publish(Tick(2)).unwrap();
-    until("the dispatcher waits at the full mailbox", || {
-        depth(&bus, "dispatch.tick") == Some(0)
-    });
+    hold_the_dispatcher(&bus, &started, Tick);
     for n in 3..10 {
         bus.publish(Tick(n)).unwrap();
     }
@@ -273,13 +278,7 @@ fn a_handler_whose_publish_would_wait_on_itself_is_refused() {
                 }
             })
     };
-    bus.publish(One(0)).unwrap();
-    started.next();
-    bus.publish(One(1)).unwrap();
-    bus.publish(One(2)).unwrap();
-    until("the dispatcher waits at the full mailbox", || {
-        depth(&bus, "dispatch.one") == Some(0)
-    });
+    hold_the_dispatcher(&bus, &started, One);
     bus.publish(One(3)).unwrap();
     assert_eq!(depth(&bus, "dispatch.one"), Some(1));
     latch.open();
