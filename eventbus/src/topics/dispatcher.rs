@@ -147,6 +147,8 @@ fn run<T: Topic>(
     lifecycle: &Lifecycle,
     letters: &DeadLetterStore,
 ) {
+    // What a stopped bus's abandoned messages push out of the dead-letter store; reused.
+    let mut spill = Vec::new();
     while let Ok(envelope) = receiver.recv() {
         let Some(topic) = topic.upgrade() else { return };
         let Some(queue) = &topic.queue else { return };
@@ -156,9 +158,8 @@ fn run<T: Topic>(
         // see (the mailboxes count what they could not take), never the end of the topic.
         let _ = catch_unwind(AssertUnwindSafe(|| {
             if lifecycle.is_stopped() {
-                let mut spill = Vec::new();
                 topic.abandon(envelope, letters, &mut spill);
-                drop(spill);
+                spill.clear();
             } else {
                 topic.dispatch(envelope, lifecycle);
             }
@@ -188,28 +189,18 @@ impl<T: Topic> TopicState<T> {
         };
         // The queue's turn: another publisher holds it while it waits for room.
         // Lock order: row 4 (`sender`), nothing else held; channel locks inside; see engine/mod.rs.
+        // A publisher outside the bus cannot be part of a cycle: it may wait in longer slices.
+        let long = publisher.is_none();
         let adding = loop {
-            let slice = match wait {
-                Wait::Never => None,
-                Wait::Until(deadline) => Some(deadline.min(Instant::now() + RECHECK)),
-                Wait::Forever if publisher.is_some() => Some(Instant::now() + RECHECK),
-                Wait::Forever => Some(Instant::now() + RECHECK * 20),
-            };
-            let adding = match slice {
+            let adding = match slice(wait, long) {
                 None => queue.sender.try_lock(),
                 Some(until) => queue.sender.try_lock_until(until),
             };
             if let Some(adding) = adding {
                 break adding;
             }
-            match wait {
-                Wait::Never => return Err((payload, Refused::Full)),
-                Wait::Until(deadline) if Instant::now() >= deadline => {
-                    return Err((payload, Refused::Timeout))
-                }
-                _ if lifecycle.is_stopped() => return Err((payload, Refused::Closed)),
-                _ if leads_back() => return Err((payload, Refused::WouldDeadlock)),
-                _ => {}
+            if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
+                return Err((payload, refused));
             }
         };
         // Decided under the queue's lock, where the drain look looks (see `lifecycle.rs`).
@@ -224,12 +215,7 @@ impl<T: Topic> TopicState<T> {
         // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
         queue.pending.fetch_add(1, SeqCst);
         let sent = loop {
-            let slice = match wait {
-                Wait::Never => None,
-                Wait::Until(deadline) => Some(deadline.min(Instant::now() + RECHECK)),
-                Wait::Forever => Some(Instant::now() + RECHECK),
-            };
-            envelope = match slice {
+            envelope = match slice(wait, false) {
                 None => match sender.try_send(envelope) {
                     Ok(()) => break Ok(()),
                     Err(TrySendError::Full(back) | TrySendError::Disconnected(back)) => {
@@ -243,13 +229,8 @@ impl<T: Topic> TopicState<T> {
                     }
                 },
             };
-            match wait {
-                Wait::Until(deadline) if Instant::now() >= deadline => {
-                    break Err((envelope, Refused::Timeout))
-                }
-                _ if lifecycle.is_stopped() => break Err((envelope, Refused::Closed)),
-                _ if leads_back() => break Err((envelope, Refused::WouldDeadlock)),
-                _ => {}
+            if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
+                break Err((envelope, refused));
             }
         };
         match sent {
@@ -335,5 +316,32 @@ impl<T: Topic> TopicState<T> {
             self.abandon(envelope, letters, spill);
             queue.pending.fetch_sub(1, SeqCst);
         }
+    }
+}
+
+/// The end of a publisher's next slice of waiting (`None`: no wait at all). A slice is short
+/// so that a waiting publisher looks again at the close and at a cycle; `long` for one that
+/// cannot be part of a cycle.
+fn slice(wait: Wait, long: bool) -> Option<Instant> {
+    match wait {
+        Wait::Never => None,
+        Wait::Until(deadline) => Some(deadline.min(Instant::now() + RECHECK)),
+        Wait::Forever if long => Some(Instant::now() + RECHECK * 20),
+        Wait::Forever => Some(Instant::now() + RECHECK),
+    }
+}
+
+/// Why a publisher that found no room in its last slice stops waiting, if it does.
+fn stop_waiting(
+    wait: Wait,
+    lifecycle: &Lifecycle,
+    leads_back: impl Fn() -> bool,
+) -> Option<Refused> {
+    match wait {
+        Wait::Never => Some(Refused::Full),
+        Wait::Until(deadline) if Instant::now() >= deadline => Some(Refused::Timeout),
+        _ if lifecycle.is_stopped() => Some(Refused::Closed),
+        _ if leads_back() => Some(Refused::WouldDeadlock),
+        _ => None,
     }
 }
