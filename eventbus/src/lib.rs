@@ -651,7 +651,8 @@
 //! - `dashboard` (takes `serde`): [`dashboard::serve`], the live page
 //!   (section 12).
 //! - `nats` (turns on `tokio` and `serde`; needs rustc 1.89 for `async-nats`): a bridge to
-//!   NATS JetStream across processes, [`nats::Bridge`].
+//!   NATS JetStream across processes, [`nats::Bridge`]; what crosses the wire, for programs
+//!   in other languages, is [`wire_format`] (documented without the feature).
 //!
 //! # Layout (for contributors)
 //!
@@ -690,6 +691,8 @@
 //! 20. `message`: [`Message`], [`AnyMessage`], and the shared block they point into.
 //! 21. `deadlock`: the wait graph that refuses a wait that could never end.
 //! 22. `util`: leaves: catching panics, waking tasks, cache-line padding, snoozing.
+//! 23. `wire_format`: documentation only (no items): the NATS bridge's subjects, streams,
+//!     headers and body, for programs in other languages; built without the `nats` feature.
 
 #![deny(missing_docs)]
 // On docs.rs (and `RUSTDOCFLAGS="--cfg docsrs" cargo +nightly doc --all-features`), each item
@@ -736,6 +739,7 @@ mod topic;
 mod topics;
 mod trace;
 mod util;
+pub mod wire_format;
 mod worker;
 
 #[cfg(feature = "tokio")]

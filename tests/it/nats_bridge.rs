@@ -1071,3 +1071,5 @@ async fn two_bridges_making_one_stream_at_once_both_succeed() {
 async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option<S::Item> {
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
+
+mod wire;

@@ -41,6 +41,9 @@
 //!
 //! # Layout on the server
 //!
+//! The [wire format](crate::wire_format) spells out, for a program in another language,
+//! the subjects, streams, headers and body below; it is built without this feature.
+//!
 //! Each topic is one stream, made (or its subjects updated) by the first bridge that exports
 //! or imports it: topic `orders.placed` is subject `eventbus.orders.placed` and stream
 //! `eventbus_orders_placed`. A character a subject token cannot hold (anything but ASCII
@@ -430,6 +433,55 @@ impl Bridge {
     /// ```
     pub fn subject<T: Topic>() -> String {
         subject(T::name())
+    }
+
+    /// The stream topic `T` is kept in: its [subject](Bridge::subject) with each `.` written
+    /// `_` (see the [wire format](crate::wire_format#stream)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{nats::Bridge, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced;
+    ///
+    /// assert_eq!(Bridge::stream_name::<OrderPlaced>(), "eventbus_orders_placed");
+    /// ```
+    pub fn stream_name<T: Topic>() -> String {
+        stream_name(&subject(T::name()))
+    }
+
+    /// Makes topic `T`'s stream on the server if it is missing (as [`export`](Bridge::export)
+    /// and [`import`](Bridge::import) do), so that a producer in another language can
+    /// publish on the topic's subject before any bridge exports or imports it. A stream of
+    /// that name made otherwise is used as it is (its subjects completed); another bridge
+    /// making it at the same moment is no failure.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Server`] if the stream can be neither found nor made (a stream of another
+    /// name already covers the subject, say).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Deserialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), eventbus::nats::Error> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.ensure_stream::<OrderPlaced>().await?;
+    /// // A Python producer may publish on `eventbus.orders.placed` from now on.
+    /// # Ok(()) }
+    /// ```
+    pub async fn ensure_stream<T: Topic>(&self) -> Result<(), Error> {
+        self.shared.ensure_stream(T::name()).await.map(drop)
     }
 
     /// Exports every message of `T` published on the bus from now on to the server, with an
