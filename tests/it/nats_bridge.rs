@@ -290,6 +290,21 @@ async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_noth
         ids.iter().zip(0..n).position(|(a, b)| *a != b)
     );
     nothing_more(&mut rx, &shop, n).await;
+    // Both clients connected again, and the stats say so; every message was acked once
+    // (a resend's ack settles it, the lost first send's never did).
+    stats::eventually("the exports acked", &exporter, |s| {
+        s.exports[0].acked == n + 1
+    })
+    .await;
+    let (shop_side, warehouse_side) = (exporter.stats(), importer.stats());
+    assert!(shop_side.reconnects >= 1, "{shop_side}");
+    assert!(warehouse_side.reconnects >= 1, "{warehouse_side}");
+    assert_eq!(shop_side.exports[0].pending, 0, "{shop_side}");
+    assert_eq!(
+        warehouse_side.imports[0].imported,
+        n + 1,
+        "{warehouse_side}"
+    );
     exporter.close().await.unwrap();
     importer.close().await.unwrap();
 }
@@ -1072,4 +1087,5 @@ async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
 
+mod stats;
 mod wire;

@@ -849,7 +849,6 @@ impl Bus {
         self.engine.redeliver(letter)
     }
 
-    /// A handle for a worker: it does not keep the bus open.
     /// Keeps a dead letter made outside a worker (an integration's: the NATS bridge's export
     /// that cannot send a message) with the bus's own, hook included.
     #[cfg(feature = "nats")]
@@ -857,6 +856,14 @@ impl Bus {
         self.engine.record_dead_letter(letter);
     }
 
+    /// Makes [`stats`](Bus::stats) show a NATS bridge's stats, asked of `look` for as long
+    /// as the bridge keeps it alive.
+    #[cfg(feature = "nats")]
+    pub(crate) fn add_bridge(&self, look: std::sync::Weak<crate::stats::bridge::BridgeLook>) {
+        self.engine.add_bridge(look);
+    }
+
+    /// A handle for a worker: it does not keep the bus open.
     pub(crate) fn worker_handle(&self) -> Bus {
         Bus {
             engine: Arc::clone(&self.engine),

@@ -2,8 +2,9 @@
 //! a JetStream stream, and imported from it into another bus, in another process.
 //!
 //! Facade level: it uses the [`Bus`]'s public async half (an async subscriber per exported
-//! topic, `publish_async` per imported message) and one crate-private method of it,
-//! `Bus::record_dead_letter` (an undecodable import is a dead letter no subscriber made).
+//! topic, `publish_async` per imported message) and two crate-private methods of it,
+//! `Bus::record_dead_letter` (an undecodable import is a dead letter no subscriber made) and
+//! `Bus::add_bridge` (the bus's `stats()` shows the bridge's).
 //!
 //! Feature `nats` turns on `tokio` and `serde`; its client, `async-nats`, needs rustc 1.89.
 //!
@@ -177,6 +178,7 @@ mod copies;
 mod error;
 mod export;
 mod import;
+mod stats;
 mod streams;
 
 use crate::bus::subscription::Subscription;
@@ -206,6 +208,7 @@ const BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+pub use crate::stats::bridge::{BridgeStats, ExportStats, ImportStats};
 pub use connect::ConnectOptions;
 pub use error::Error;
 
@@ -256,6 +259,8 @@ pub struct Bridge {
     bus: Bus,
     exports: Mutex<Vec<Export>>,
     imports: Mutex<Vec<Import>>,
+    /// What the bus's `stats()` asks for this bridge's stats; the bus keeps a weak handle.
+    look: Arc<crate::stats::bridge::BridgeLook>,
 }
 
 /// What the bridge's handlers and tasks share.
@@ -267,6 +272,8 @@ struct Shared {
     /// Set by `close` once its deadline has passed: exports waiting for the server give up.
     give_up: AtomicBool,
     runtime: tokio::runtime::Handle,
+    /// Every export's and import's counters.
+    board: stats::Board,
 }
 
 struct Export {
@@ -393,18 +400,55 @@ impl Bridge {
         // run, which the seq alone is not.
         let inbox = client.new_inbox();
         let id = inbox.rsplit('.').next().unwrap_or(&inbox).to_string();
+        let shared = Arc::new(Shared {
+            js,
+            board: stats::Board::new(id.clone(), client.clone()),
+            client,
+            id,
+            give_up: AtomicBool::new(false),
+            runtime,
+        });
+        let look: Arc<crate::stats::bridge::BridgeLook> = {
+            let shared = Arc::clone(&shared);
+            Arc::new(move || shared.board.stats())
+        };
+        bus.add_bridge(Arc::downgrade(&look));
         Ok(Bridge {
-            shared: Arc::new(Shared {
-                js,
-                client,
-                id,
-                give_up: AtomicBool::new(false),
-                runtime,
-            }),
+            shared,
             bus: bus.clone(),
             exports: Mutex::new(Vec::new()),
             imports: Mutex::new(Vec::new()),
+            look,
         })
+    }
+
+    /// What this bridge has done: per export, messages taken, sent (and resent), acked by
+    /// the server, pending and dead letters; per import, messages received (and
+    /// redelivered), imported, acked, skipped, held and dead letters; and the client's
+    /// reconnects. [`Bus::stats`] shows the same for every bridge of the bus (and so do
+    /// the `metrics` feature and the dashboard).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Serialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.export::<OrderPlaced>().await?;
+    /// bus.publish_async(OrderPlaced { id: 7 }).await?;
+    /// let stats = bridge.stats();
+    /// println!("{stats}"); // bridge <id>: 0 reconnect(s), then a line per export and import
+    /// assert_eq!(stats.exports[0].topic, "orders.placed");
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> BridgeStats {
+        (self.look)()
     }
 
     /// This bridge's id: random per [`connect`](Bridge::connect), the first part of each
@@ -575,6 +619,7 @@ impl Bridge {
             window: VecDeque::with_capacity(WINDOW),
             last_sent: None,
             settled: settled_tx,
+            counters: self.shared.board.export(T::name()),
         };
         let task = self.shared.runtime.spawn(sender.run(from, finished));
         self.exports.lock().push(Export {
@@ -653,6 +698,7 @@ impl Bridge {
             looked: None,
             copies: copies::Copies::new(&stream_name(&subject(T::name())), name, &self.shared.id),
             alone: true,
+            counters: self.shared.board.import(T::name(), name),
         };
         let task = self
             .shared
