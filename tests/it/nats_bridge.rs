@@ -1088,4 +1088,5 @@ async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option
 }
 
 mod stats;
+mod streams;
 mod wire;

@@ -46,7 +46,7 @@
 //! the subjects, streams, headers and body below; it is built without this feature.
 //!
 //! Each topic is one stream, made (or its subjects updated) by the first bridge that exports
-//! or imports it: topic `orders.placed` is subject `eventbus.orders.placed` and stream
+//! or imports it ([`StreamOptions`] name it, limit it, or use one made in advance): topic `orders.placed` is subject `eventbus.orders.placed` and stream
 //! `eventbus_orders_placed`. A character a subject token cannot hold (anything but ASCII
 //! letters, digits and `-`, and a `.` that would leave a token empty) is written `~XX`, its
 //! UTF-8 bytes in hex, so distinct topic names never share a subject.
@@ -178,6 +178,7 @@ mod copies;
 mod error;
 mod export;
 mod import;
+mod options;
 mod stats;
 mod streams;
 
@@ -211,6 +212,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub use crate::stats::bridge::{BridgeStats, ExportStats, ImportStats};
 pub use connect::ConnectOptions;
 pub use error::Error;
+pub use options::{ExportOptions, ImportOptions, StreamOptions};
 
 /// The NATS client the bridge is built on, re-exported so a program can use its types
 /// (to read a stream, say) without matching its version in its own `Cargo.toml`.
@@ -274,6 +276,9 @@ struct Shared {
     runtime: tokio::runtime::Handle,
     /// Every export's and import's counters.
     board: stats::Board,
+    /// Each topic's stream, as an export or import of it asked (the default if none did).
+    /// Lock order: a leaf, held for a look or an insert.
+    streams: Mutex<std::collections::HashMap<&'static str, StreamOptions>>,
 }
 
 struct Export {
@@ -407,6 +412,7 @@ impl Bridge {
             id,
             give_up: AtomicBool::new(false),
             runtime,
+            streams: Mutex::new(std::collections::HashMap::new()),
         });
         let look: Arc<crate::stats::bridge::BridgeLook> = {
             let shared = Arc::clone(&shared);
@@ -493,6 +499,7 @@ impl Bridge {
     ///
     /// assert_eq!(Bridge::stream_name::<OrderPlaced>(), "eventbus_orders_placed");
     /// ```
+    /// (the default: [`StreamOptions::name`] names another).
     pub fn stream_name<T: Topic>() -> String {
         stream_name(&subject(T::name()))
     }
@@ -525,6 +532,19 @@ impl Bridge {
     /// # Ok(()) }
     /// ```
     pub async fn ensure_stream<T: Topic>(&self) -> Result<(), Error> {
+        self.shared.ensure_stream(T::name()).await.map(drop)
+    }
+
+    /// Makes topic `T`'s stream as [`ensure_stream`](Bridge::ensure_stream) does, named and
+    /// made as `stream` says; this bridge's export and import of `T` then use that stream.
+    ///
+    /// # Errors
+    ///
+    /// As [`ensure_stream`](Bridge::ensure_stream); [`Error::Stream`] for options the server
+    /// cannot take, an existing stream that is missing or holds other subjects, or options
+    /// other than this bridge gave `T` before.
+    pub async fn ensure_stream_with<T: Topic>(&self, stream: StreamOptions) -> Result<(), Error> {
+        self.shared.plan(T::name(), stream)?;
         self.shared.ensure_stream(T::name()).await.map(drop)
     }
 
@@ -566,7 +586,14 @@ impl Bridge {
     /// # Errors
     ///
     /// As [`export`](Bridge::export); [`Error::Filter`] when `options` hold a filter.
-    pub async fn export_with<T: Topic + Serialize>(&self, options: Options) -> Result<(), Error> {
+    pub async fn export_with<T: Topic + Serialize>(
+        &self,
+        options: impl Into<ExportOptions>,
+    ) -> Result<(), Error> {
+        let ExportOptions {
+            subscriber: options,
+            stream,
+        } = options.into();
         if options.filter.is_some() {
             return Err(Error::Filter { topic: T::name() });
         }
@@ -582,6 +609,7 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
+        self.shared.plan(T::name(), stream)?;
         self.shared.ensure_stream(T::name()).await?;
         let (to_sender, from) = tokio::sync::mpsc::channel(WINDOW);
         let (settled_tx, settled) = tokio::sync::watch::channel(0);
@@ -666,6 +694,42 @@ impl Bridge {
     /// # Ok(()) }
     /// ```
     pub async fn import<T: Topic + DeserializeOwned>(&self, name: &str) -> Result<(), Error> {
+        self.import_with::<T>(name, ImportOptions::new()).await
+    }
+
+    /// Imports like [`import`](Bridge::import), from the stream `options` name or make.
+    ///
+    /// # Errors
+    ///
+    /// As [`import`](Bridge::import); [`Error::Stream`] for stream options the server
+    /// cannot take, an existing stream that is missing or holds other subjects, or options
+    /// other than this bridge's export of `T` gave.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::nats::{Bridge, ImportOptions, StreamOptions};
+    /// use eventbus::{Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Deserialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// // The operators made the stream ORDERS for `eventbus.orders.placed`.
+    /// let orders = StreamOptions::new().name("ORDERS").existing();
+    /// bridge
+    ///     .import_with::<OrderPlaced>("warehouse", ImportOptions::new().stream(orders))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn import_with<T: Topic + DeserializeOwned>(
+        &self,
+        name: &str,
+        options: ImportOptions,
+    ) -> Result<(), Error> {
         let valid = !name.is_empty()
             && name.len() <= 200
             && name
@@ -684,6 +748,7 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
+        self.shared.plan(T::name(), options.stream)?;
         let stream = self.shared.ensure_stream(T::name()).await?;
         let consumer = self.shared.consumer(&stream, T::name(), name).await?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -696,7 +761,7 @@ impl Bridge {
             consumer: None,
             expected: 0,
             looked: None,
-            copies: copies::Copies::new(&stream_name(&subject(T::name())), name, &self.shared.id),
+            copies: copies::Copies::new(&self.shared.stream_of(T::name()), name, &self.shared.id),
             alone: true,
             counters: self.shared.board.import(T::name(), name),
         };
@@ -800,20 +865,53 @@ impl Shared {
     /// another bridge making it at the same moment is no failure (see `streams`).
     async fn ensure_stream(&self, topic: &'static str) -> Result<stream::Stream, Error> {
         let subject = subject(topic);
-        let config = stream::Config {
-            name: stream_name(&subject),
-            subjects: vec![subject.clone()],
-            duplicate_window: DUPLICATE_WINDOW,
-            storage: stream::StorageType::File,
-            ..Default::default()
-        };
-        streams::make_stream(&self.js, config)
+        // Lock order: `streams`, a leaf.
+        let plan = self.streams.lock().get(topic).cloned().unwrap_or_default();
+        if plan.existing {
+            return streams::existing(&self.js, topic, &plan.stream_name(&subject), &subject).await;
+        }
+        streams::make_stream(&self.js, plan.config(&subject))
             .await
             .map_err(|(what, source)| Error::Server {
                 topic,
                 what,
                 source,
             })
+    }
+
+    /// Keeps `options` as the topic's stream plan: the first non-default plan given for a
+    /// topic holds; another one is refused, the default always fits.
+    fn plan(&self, topic: &'static str, options: StreamOptions) -> Result<(), Error> {
+        options.check(topic)?;
+        // Lock order: `streams`, a leaf.
+        let mut streams = self.streams.lock();
+        match streams.get(topic) {
+            Some(kept) if options != StreamOptions::default() && *kept != options => {
+                Err(Error::Stream {
+                    topic,
+                    stream: options.stream_name(&subject(topic)),
+                    why: format!(
+                        "this bridge already bridges the topic through the stream options \
+                         {kept:?}; its export and import share one stream"
+                    ),
+                })
+            }
+            Some(_) if options == StreamOptions::default() => Ok(()),
+            _ => {
+                streams.insert(topic, options);
+                Ok(())
+            }
+        }
+    }
+
+    /// The name of the topic's stream, as planned.
+    fn stream_of(&self, topic: &'static str) -> String {
+        // Lock order: `streams`, a leaf.
+        let streams = self.streams.lock();
+        match streams.get(topic) {
+            Some(plan) => plan.stream_name(&subject(topic)),
+            None => stream_name(&subject(topic)),
+        }
     }
 
     /// The durable consumer `name` on the topic's stream: made if missing, else as it is.
