@@ -544,6 +544,7 @@ mod tests {
             skipped: 0,
             dead_lettered: 1,
             held: 1,
+            recreated: 0,
         };
         let bus = Bus::builder().build();
         let mut stats = bus.stats();

@@ -1089,4 +1089,5 @@ async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option
 
 mod stats;
 mod streams;
+mod watchdog;
 mod wire;

@@ -148,14 +148,32 @@ impl Importer {
                 None => return Stop::Again,
                 Some(Ok(message)) => message,
                 Some(Err(error)) => match error.kind() {
-                    // Heartbeats missed while the server is away: the stream goes on.
-                    consumer::pull::MessagesErrorKind::MissingHeartbeat => continue,
+                    // Heartbeats missed. While the server is away the stream goes on (the
+                    // client connects again). If the server answers, this pull subscription
+                    // stopped hearing it: make it again, from the consumer's ack floor (what
+                    // it had not acked comes again after the ack wait).
+                    consumer::pull::MessagesErrorKind::MissingHeartbeat => {
+                        if self.server_answers().await {
+                            stats::bump(&self.counters.recreated);
+                            return Stop::Again;
+                        }
+                        continue;
+                    }
                     _ => return Stop::Again,
                 },
             };
             if let Some(stop) = self.handle::<T>(message, stopped).await {
                 return stop;
             }
+        }
+    }
+
+    /// Whether the server answers a question about the consumer (within the client's
+    /// request timeout).
+    pub(super) async fn server_answers(&mut self) -> bool {
+        match &mut self.consumer {
+            Some(consumer) => consumer.info().await.is_ok(),
+            None => false,
         }
     }
 

@@ -125,6 +125,16 @@
 //! message without handling it only below its expected one, which moves past a message
 //! only once this copy handled it or the ack floor passed it.
 //!
+//! ## The heartbeat watchdog
+//!
+//! An importer's pull requests ask the server for a heartbeat every second while nothing
+//! comes. When two are missed, the importer asks the server about its consumer: no answer
+//! means the server is away, and the client's reconnect will resume the stream; an answer
+//! means this pull subscription stopped hearing the server while the connection works, so
+//! the importer makes its subscription again, from the consumer's ack floor (counted in
+//! `ImportStats::recreated`). What it had been given and not acked comes again after the
+//! ack wait (5 s), in order.
+//!
 //! An imported message is never exported again: a message keeps whether an importer
 //! published it (`message/origin.rs`, marked on the thread polling the importer's publish);
 //! on a mailbox topic the export's filter refuses it at publish, on a log topic the export's

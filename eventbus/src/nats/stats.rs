@@ -26,6 +26,7 @@ pub(super) struct ImportCounters {
     pub(super) skipped: AtomicU64,
     pub(super) dead_lettered: AtomicU64,
     pub(super) held: AtomicU64,
+    pub(super) recreated: AtomicU64,
 }
 
 /// Adds one to a counter that has one writer.
@@ -105,6 +106,7 @@ impl Board {
                 skipped: c.skipped.load(Relaxed),
                 dead_lettered: c.dead_lettered.load(Relaxed),
                 held: c.held.load(Relaxed),
+                recreated: c.recreated.load(Relaxed),
             })
             .collect();
         let connects = self.client.statistics().connects.load(Relaxed);

@@ -76,6 +76,9 @@ pub struct ImportStats {
     /// Messages not acked because they came ahead of one still missing: the server sends
     /// them again.
     pub held: u64,
+    /// How many times the importer made its pull subscription again because it heard no
+    /// heartbeat while the server still answered (see the watchdog in the bridge's docs).
+    pub recreated: u64,
 }
 
 impl fmt::Display for BridgeStats {
