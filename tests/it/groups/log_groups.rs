@@ -299,7 +299,7 @@ fn a_keyless_log_group_starts_at_a_seq_and_filters() {
     identity_holds(&stats);
     assert_eq!(
         (stats.received, stats.delivered, stats.filtered),
-        (13, 13, 12),
+        (12, 12, 13),
         "{stats:?}"
     );
 }
@@ -379,9 +379,18 @@ fn a_keyless_log_group_capacity_behind_holds_the_publishers() {
     assert_eq!(held, [0, 1]);
     // Both workers hold one: four more wait in the log, then the publishers are held.
     let mut accepted = 2;
-    while bus.try_publish(Visit { customer: 0, n: accepted }).is_ok() {
+    while bus
+        .try_publish(Visit {
+            customer: 0,
+            n: accepted,
+        })
+        .is_ok()
+    {
         accepted += 1;
-        assert!(accepted < 100, "a held Block group must hold the publishers");
+        assert!(
+            accepted < 100,
+            "a held Block group must hold the publishers"
+        );
     }
     assert_eq!(accepted, 6);
     release.open();
@@ -501,8 +510,8 @@ fn an_async_keyless_group_shares_a_log_each_message_once() {
             arrived.send_modify(|tasks| first = tasks.insert(task));
             if first {
                 let mut all_in = arrived.subscribe();
-                let _ = tokio::time::timeout(PATIENCE, all_in.wait_for(|tasks| tasks.len() >= 3))
-                    .await;
+                let _ =
+                    tokio::time::timeout(PATIENCE, all_in.wait_for(|tasks| tasks.len() >= 3)).await;
             }
             record.push((task, m.seq()));
         }

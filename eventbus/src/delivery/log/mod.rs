@@ -72,9 +72,11 @@
 //! are let go of after it is released.
 
 mod reader;
+mod shared;
 pub(crate) mod slots;
 
 pub(crate) use reader::{reader, Closing, Reader};
+pub(crate) use shared::{unread, SharedReader};
 
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;

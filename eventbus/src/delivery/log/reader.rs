@@ -213,6 +213,25 @@ impl<T: Send + Sync + 'static> Reader<T> {
         }
     }
 
+    /// For a reader a group shares (`shared.rs`): the next message in the log now, without
+    /// waiting, finished at once (the position moves past it as it is handed out: the
+    /// workers' handlers hold references of their own).
+    pub(super) fn hand_out(&mut self) -> Option<Message<T>> {
+        let message = self.take(false)?;
+        self.finish_in_hand();
+        Some(message)
+    }
+
+    /// For a reader a group shares: its log, its cursor and its stop signal, to wait on
+    /// without the reader.
+    pub(super) fn parts(&self) -> (Arc<Log<T>>, Arc<Cursor>, Receiver<()>) {
+        (
+            Arc::clone(&self.log),
+            Arc::clone(&self.cursor),
+            self.stop.clone(),
+        )
+    }
+
     /// Joins the log at `start`: from here on the subscription receives.
     pub(crate) fn join(&self, start: Start) {
         self.log.join(&self.cursor, start);
