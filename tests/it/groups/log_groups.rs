@@ -403,6 +403,32 @@ fn a_keyless_log_group_capacity_behind_holds_the_publishers() {
     assert_eq!((stats.received, stats.delivered), (6, 6), "{stats:?}");
 }
 
+/// Unsubscribing a keyless log group delivers what it had accepted (the messages in the log
+/// when it left), each once, and nothing published after.
+#[test]
+fn an_unsubscribed_keyless_log_group_delivers_what_it_accepted_and_no_more() {
+    let bus = Bus::builder().build();
+    let seen: Seen<u64> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default().workers(3).capacity(8);
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        record.push(m.seq());
+    });
+    for n in 0..50 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    let stats = group.unsubscribe();
+    for n in 50..60 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    bus.close();
+    let mut seqs = seen.get();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..50).collect::<Vec<_>>());
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (50, 50), "{stats:?}");
+}
+
 /// What a log group cannot do is refused with what to do instead: `DropOldest` on a keyed
 /// group (a worker lapped by the trim cannot tell which of the messages it lost were its
 /// own, so its drops could not be counted).
