@@ -403,6 +403,38 @@ fn a_keyless_log_group_capacity_behind_holds_the_publishers() {
     assert_eq!((stats.received, stats.delivered), (6, 6), "{stats:?}");
 }
 
+/// A keyed group started at a seq the log no longer keeps: what was trimmed before it started
+/// is counted as dropped once for the group (on its first worker: no worker can tell whose
+/// it was), not once per worker.
+#[test]
+fn a_keyed_log_group_started_before_the_oldest_kept_counts_the_gap_once() {
+    let bus = Bus::builder().build();
+    for n in 0..20 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    let seen: Seen<u64> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(2)
+        .key(|t: &Tick| t.0 % 2)
+        .start(Start::Seq(5));
+    let group = bus.subscribe_group::<Tick>(options, move |m: &Message<Tick>| {
+        record.push(m.seq());
+    });
+    bus.close();
+    // The log keeps 12..20: 5..12 were trimmed before the group started.
+    let mut seqs = seen.get();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (12..20).collect::<Vec<_>>());
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dropped),
+        (15, 8, 7),
+        "{stats:?}"
+    );
+}
+
 /// Unsubscribing a keyless log group delivers what it had accepted (the messages in the log
 /// when it left), each once, and nothing published after.
 #[test]
