@@ -627,6 +627,65 @@ async fn a_shop_and_a_warehouse_in_two_processes() {
     );
 }
 
+/// Issue 28: two copies of the warehouse (two OS processes importing `warehouse`) share the
+/// orders: each order reserved by exactly one copy, every reservation back at the shop once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shop_and_two_warehouses_in_three_processes_share_the_orders() {
+    let server = Server::start();
+    let example = build_example();
+    let n = 40;
+    let run = |role: &str, idle: Option<&str>| {
+        let mut command = Command::new(&example);
+        command.args(["--role", role, "--url", &server.url()]);
+        command.args(["--orders", &n.to_string()]);
+        if let Some(idle) = idle {
+            command.args(["--idle", idle]);
+        }
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (east, west) = (run("warehouse", Some("5")), run("warehouse", Some("5")));
+    let shop = run("shop", None);
+    let outputs = tokio::task::spawn_blocking(move || {
+        [
+            wait_with_deadline(shop, "shop"),
+            wait_with_deadline(east, "warehouse east"),
+            wait_with_deadline(west, "warehouse west"),
+        ]
+    })
+    .await
+    .unwrap();
+    if outputs.iter().any(Result::is_err) {
+        let said: Vec<String> = outputs
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|failed| failed))
+            .collect();
+        panic!("{}\n{}", said.join("\n"), consumers(&server.url()).await);
+    }
+    let [shop, east, west] = outputs.map(Result::unwrap);
+    let mut reserved: Vec<u64> = [&east, &west]
+        .iter()
+        .flat_map(|out| out.lines())
+        .filter_map(|l| l.strip_prefix("warehouse: reserving item-"))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    reserved.sort_unstable();
+    assert_eq!(
+        reserved,
+        (1..=n).collect::<Vec<_>>(),
+        "each order reserved by one copy:\n{east}\n{west}"
+    );
+    let confirmed = shop.lines().filter(|l| l.contains("reserved")).count();
+    assert_eq!(confirmed as u64, n, "{shop}");
+    assert!(
+        shop.ends_with(&format!("shop: done, {n} of {n}\n")),
+        "{shop}"
+    );
+}
+
 /// What the server says of the example's two durable consumers, for a failure's message.
 /// Once in several CI runs the shop's import delivered nothing while the warehouse's
 /// messages were acknowledged; the suspicion (unconfirmed) is nats-server 2.9.x making a
