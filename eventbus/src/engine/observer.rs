@@ -14,8 +14,8 @@ use crate::error::SubscribeError;
 use crate::message::AnyMessage;
 use crate::options::Options;
 use crate::options::Start;
-use crate::worker::thread::Run;
 use crate::worker;
+use crate::worker::thread::Run;
 use crate::worker::{Context, Source};
 
 use super::{interned, is_group, subscription_name, Engine, Entry, Launch};
@@ -29,9 +29,12 @@ impl Engine {
         options: Options,
         handler: impl Run<AnyMessage>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
-        self.observe_with(pattern, options, Consumer::Worker, |source, core, context| {
-            worker::thread::spawn(source, core, context, handler)
-        })
+        self.observe_with(
+            pattern,
+            options,
+            Consumer::Worker,
+            |source, core, context| worker::thread::spawn(source, core, context, handler),
+        )
     }
 
     /// Starts an observer like [`observe`](Engine::observe) whose worker is a task running
@@ -48,10 +51,15 @@ impl Engine {
                 name: subscription_name(&options, self.next_subscription.load(Relaxed)),
             });
         };
-        self.observe_with(pattern, options, Consumer::Task, move |source, core, context| {
-            worker::task::spawn(&runtime, source, core, context, handler);
-            Ok(())
-        })
+        self.observe_with(
+            pattern,
+            options,
+            Consumer::Task,
+            move |source, core, context| {
+                worker::task::spawn(&runtime, source, core, context, handler);
+                Ok(())
+            },
+        )
     }
 
     /// Refuses a `retry_if` written for another type than an observer's handler's error
@@ -119,14 +127,7 @@ impl Engine {
         // A task's mailbox announces every arrival (see `mailbox.rs`).
         let by_task = consumer != Consumer::Worker;
         let new_core = |retirer| {
-            SubscriptionCore::new(
-                id,
-                Arc::clone(&name),
-                topic,
-                options,
-                consumer,
-                retirer,
-            )
+            SubscriptionCore::new(id, Arc::clone(&name), topic, options, consumer, retirer)
         };
         let (outbox, source) = match priority {
             None => {
