@@ -195,18 +195,17 @@ fn registration(
         };
         // Spanned so that a first parameter that is not `&AnyMessage` is reported on it.
         let parameter = quote_spanned!(topic.span()=> #topic);
-        quote! {
-            #observe_async(
-                bus,
-                #pattern,
-                options,
-                move |__message: #parameter, __bus: #krate::Bus| {
-                    use #krate::__private::{ViaError as _, ViaHandlerResult as _};
-                    #(#share)*
-                    #attempt
-                },
-            )
-        }
+        // The closure too, where a missing `tokio` feature is reported; its `use` is not
+        // (unused when the handler returns `()`, which is no concern of the user's).
+        let uses = quote!(use #krate::__private::{ViaError as _, ViaHandlerResult as _};);
+        let closure = quote_spanned! {span=>
+            move |__message: #parameter, __bus: #krate::Bus| {
+                #uses
+                #(#share)*
+                #attempt
+            }
+        };
+        quote!(#observe_async(bus, #pattern, options, #closure))
     } else if let Some(pattern) = pattern {
         // Spanned so that a first parameter that is not `&AnyMessage` is reported on it.
         let observe = {
