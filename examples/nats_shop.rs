@@ -11,6 +11,16 @@
 //! Options: `--url nats://127.0.0.1:4222` (the default), `--orders N` (5): the shop places N
 //! orders and waits for their reservations; the warehouse handles N orders, then stops.
 //! Either may start first: the durable consumers keep what the other sent meanwhile.
+//!
+//! Two copies of the warehouse share the work: each import of `warehouse` gets its share of
+//! the orders, each order goes to one copy. A copy cannot know its share in advance, so give
+//! the warehouses `--idle SECS`: each stops once it has had no order for that long.
+//!
+//! ```sh
+//! cargo run --example nats_shop --features nats -- --role warehouse --orders 100 --idle 5 &
+//! cargo run --example nats_shop --features nats -- --role warehouse --orders 100 --idle 5 &
+//! cargo run --example nats_shop --features nats -- --role shop --orders 100
+//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -37,6 +47,8 @@ struct Args {
     role: String,
     url: String,
     orders: u64,
+    /// The warehouse stops after this long without an order.
+    idle: Option<Duration>,
 }
 
 fn args() -> Result<Args, String> {
@@ -44,6 +56,7 @@ fn args() -> Result<Args, String> {
         role: String::new(),
         url: "nats://127.0.0.1:4222".into(),
         orders: 5,
+        idle: None,
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
@@ -58,6 +71,15 @@ fn args() -> Result<Args, String> {
                     .parse()
                     .map_err(|e| format!("--orders `{value}`: {e}"))?
             }
+            "--idle" => {
+                let secs: f64 = value
+                    .parse()
+                    .map_err(|e| format!("--idle `{value}`: {e}"))?;
+                args.idle = Some(
+                    Duration::try_from_secs_f64(secs)
+                        .map_err(|e| format!("--idle `{value}`: {e}"))?,
+                );
+            }
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -68,21 +90,35 @@ fn args() -> Result<Args, String> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() {
     let args = match args() {
         Ok(args) => args,
         Err(error) => {
-            eprintln!("nats_shop: {error}\nusage: nats_shop --role shop|warehouse [--url nats://127.0.0.1:4222] [--orders 5]");
+            eprintln!(
+                "nats_shop: {error}\nusage: nats_shop --role shop|warehouse \
+                 [--url nats://127.0.0.1:4222] [--orders 5] [--idle SECS]"
+            );
             std::process::exit(2);
         }
     };
+    // Errors as sentences (`Display`), not as the `Debug` of a `main` returning `Result`.
+    if let Err(error) = run(args).await {
+        eprintln!("nats_shop: {error}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let bus = Bus::builder().build();
     let bridge = Bridge::connect(&bus, &args.url).await?;
     // Counts what this role is waiting for; `done` fires when it reaches `--orders`.
     let seen = Arc::new(AtomicU64::new(0));
     let done = Arc::new(tokio::sync::Notify::new());
     let (wanted, counter, notify) = (args.orders, Arc::clone(&seen), Arc::clone(&done));
+    let heard = Arc::new(tokio::sync::Notify::new());
+    let tick = Arc::clone(&heard);
     let count = move || {
+        tick.notify_one();
         if counter.fetch_add(1, SeqCst) + 1 == wanted {
             notify.notify_one();
         }
@@ -130,8 +166,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         bridge.import::<OrderPlaced>("warehouse").await?;
     }
-    if wanted > 0 {
-        done.notified().await;
+    match args.idle {
+        // A copy among others: done at its share, which ends when the orders stop coming.
+        Some(idle) if args.role == "warehouse" => loop {
+            tokio::select! {
+                _ = done.notified() => break,
+                _ = heard.notified() => {}
+                _ = tokio::time::sleep(idle) => break,
+            }
+        },
+        _ if wanted > 0 => done.notified().await,
+        _ => {}
     }
     // Everything accepted for export is sent and acknowledged before this returns.
     bridge.close_timeout(Duration::from_secs(30)).await?;

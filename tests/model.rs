@@ -7,6 +7,10 @@
 //! The last topic is a log topic (`#[topic(retain = LOG_RETAIN)]`): its subscribers read one
 //! shared log, `DropNewest` becomes `DropOldest` there (it is refused on a log), and a
 //! stalled `DropOldest` subscriber keeps what the log keeps, not what its capacity says.
+//! A subscriber of the log topic is sometimes a consumer group (`subscribe_group`, or with
+//! feature `tokio` `subscribe_group_async`) of 2 or 3 workers, keyed (one key's messages in
+//! order) or not (sharing one position in the log; no order): each message once across its
+//! workers, and counts that add up. Groups are never stalled (their other workers go on).
 //!
 //! `EVENTBUS_MODEL_CASES` sets the number of programs (default 256).
 
@@ -14,7 +18,7 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +75,10 @@ enum Op {
         retries: u32,
         /// An async subscriber (feature `tokio`).
         task: bool,
+        /// On the log topic: a group of this many workers, if more than 1.
+        workers: usize,
+        /// A group's key (`value % 3`), or none.
+        keyed: bool,
     },
     Unsubscribe {
         which: usize,
@@ -104,9 +112,10 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Overflow::DropNewest)
     ];
     prop_oneof![
-        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>()).prop_map(|(topic, capacity, overflow, retries, task)| {
+        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>()).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed)| {
             let task = task && cfg!(feature = "tokio");
-            Op::Subscribe { topic, capacity, overflow, retries, task }
+            let workers = if topic == LOG { workers } else { 1 };
+            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed }
         }),
         1 => any::<usize>().prop_map(|which| Op::Unsubscribe { which }),
         4 => (0..TOPICS, 1..=12u64, 1..=4u64).prop_map(|(topic, count, threads)| Op::Publish { topic, count, threads }),
@@ -128,14 +137,26 @@ fn ending() -> impl Strategy<Value = Ending> {
 struct Probe {
     /// (seq, value) at each message's first attempt, in order.
     seen: Mutex<Vec<(u64, u64)>>,
+    /// Attempts by seq: a message handed to two workers of a group shows here.
+    attempts: Mutex<HashMap<u64, u32>>,
     stall: Mutex<Option<(Signal, Latch)>>,
 }
 
-fn handler<E: Valued>(probe: Arc<Probe>) -> impl FnMut(&Message<E>) -> Result<(), String> {
+/// A group's key.
+fn key(value: u64) -> u64 {
+    value % 3
+}
+
+fn handler<E: Valued>(
+    probe: Arc<Probe>,
+) -> impl Fn(&Message<E>) -> Result<(), String> + Send + Sync + 'static {
     move |m: &Message<E>| {
         let first = {
             let mut seen = probe.seen.lock().unwrap();
-            let first = seen.last().map(|last| last.0) != Some(m.seq());
+            let mut attempts = probe.attempts.lock().unwrap();
+            let attempt = attempts.entry(m.seq()).or_insert(0);
+            *attempt += 1;
+            let first = *attempt == 1;
             if first {
                 seen.push((m.seq(), m.value()));
             }
@@ -166,8 +187,8 @@ type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Str
 #[cfg(feature = "tokio")]
 fn async_handler<E: Valued>(
     probe: Arc<Probe>,
-) -> impl FnMut(Message<E>) -> Attempt + Send + 'static {
-    let mut handler = handler::<E>(probe);
+) -> impl Fn(Message<E>) -> Attempt + Send + Sync + 'static {
+    let handler = handler::<E>(probe);
     move |m: Message<E>| {
         let outcome = tokio::task::block_in_place(|| handler(&m));
         Box::pin(async move {
@@ -182,6 +203,10 @@ struct Sub {
     topic: usize,
     overflow: Overflow,
     capacity: usize,
+    retries: u32,
+    /// A group's workers (1: not a group), and whether it has a key.
+    workers: usize,
+    keyed: bool,
     probe: Arc<Probe>,
     handle: Option<Subscription>,
     /// The topic's seqs from `start` to `end` (exclusive) were published while subscribed.
@@ -296,6 +321,8 @@ impl World {
                 overflow,
                 retries,
                 task,
+                workers,
+                keyed,
             } => {
                 let name = format!("s{}", self.subs.len());
                 let probe = Arc::new(Probe::default());
@@ -305,13 +332,31 @@ impl World {
                     (LOG, overflow) => (overflow, capacity.min(LOG_RETAIN)),
                     _ => (overflow, capacity),
                 };
-                let options = Options::default()
+                let keyed = keyed && workers > 1;
+                // A keyed group on a log is refused `DropOldest` (its workers could not count
+                // their laps): `Block` instead.
+                let overflow = match overflow {
+                    Overflow::DropOldest if keyed => Overflow::Block,
+                    overflow => overflow,
+                };
+                let mut options = Options::default()
                     .name(name.clone())
                     .capacity(capacity)
                     .overflow(overflow)
                     .retries(retries)
-                    .backoff(Duration::ZERO);
+                    .backoff(Duration::ZERO)
+                    .workers(workers);
+                if keyed {
+                    options = options.key(|m: &LogEv| key(m.value));
+                }
                 let handle = match (topic, task) {
+                    #[cfg(feature = "tokio")]
+                    (LOG, true) if workers > 1 => self
+                        .bus
+                        .subscribe_group_async(options, async_handler::<LogEv>(probe.clone())),
+                    (LOG, _) if workers > 1 => self
+                        .bus
+                        .subscribe_group::<LogEv>(options, handler::<LogEv>(probe.clone())),
                     #[cfg(feature = "tokio")]
                     (0, true) => self
                         .bus
@@ -339,6 +384,9 @@ impl World {
                     topic,
                     overflow,
                     capacity,
+                    retries,
+                    workers,
+                    keyed,
                     probe,
                     handle: Some(handle),
                     start: self.next_seq[topic],
@@ -365,8 +413,12 @@ impl World {
                 threads,
             } => self.publish(topic, count, threads),
             Op::Stall { which } => {
-                let fit =
-                    |s: &Sub| s.live() && s.stalled.is_none() && s.overflow != Overflow::Block;
+                let fit = |s: &Sub| {
+                    s.live()
+                        && s.stalled.is_none()
+                        && s.overflow != Overflow::Block
+                        && s.workers == 1
+                };
                 if let Some(i) = self.pick(which, fit) {
                     self.subs[i].wait_idle();
                     let (started, latch) = (Signal::new(), Latch::new());
@@ -454,11 +506,40 @@ impl World {
             let stats = sub.final_stats.as_ref().unwrap();
             let (start, end) = (sub.start, sub.end.unwrap());
             let name = &sub.name;
-            // One order: seqs strictly increase, and each seq is the message published as it.
-            assert!(
-                seen.windows(2).all(|w| w[0].0 < w[1].0),
-                "{name}: order broken: {seen:?}"
-            );
+            // One order: seqs strictly increase (a keyed group: one key's; a group without a
+            // key promises none), and each seq is the message published as it.
+            match (sub.workers, sub.keyed) {
+                (1, _) => assert!(
+                    seen.windows(2).all(|w| w[0].0 < w[1].0),
+                    "{name}: order broken: {seen:?}"
+                ),
+                (_, true) => {
+                    let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+                    for (seq, value) in &seen {
+                        by_key.entry(key(*value)).or_default().push(*seq);
+                    }
+                    for (key, seqs) in by_key {
+                        assert!(
+                            seqs.windows(2).all(|w| w[0] < w[1]),
+                            "{name}: key {key} out of order: {seqs:?}"
+                        );
+                    }
+                }
+                (_, false) => {}
+            }
+            // Each message handed to one worker once: a success is attempted once, a
+            // failure at most its retries more.
+            for (seq, attempts) in sub.probe.attempts.lock().unwrap().iter() {
+                let most = if fails(self.values[sub.topic][seq]) {
+                    sub.retries + 1
+                } else {
+                    1
+                };
+                assert!(
+                    (1..=most).contains(attempts),
+                    "{name}: seq {seq} attempted {attempts} times"
+                );
+            }
             for (seq, value) in &seen {
                 assert_eq!(
                     self.values[sub.topic].get(seq),
@@ -470,7 +551,8 @@ impl World {
                     "{name}: seq {seq} outside [{start}, {end})"
                 );
             }
-            let seqs: Vec<u64> = seen.iter().map(|s| s.0).collect();
+            let mut seqs: Vec<u64> = seen.iter().map(|s| s.0).collect();
+            seqs.sort_unstable();
             let in_window = |(from, to): (u64, u64)| -> Vec<u64> {
                 seqs.iter()
                     .copied()

@@ -328,8 +328,8 @@ pub enum SubscribeError {
         /// The type the key function takes.
         written_for: &'static str,
     },
-    /// A consumer group where there cannot be one: on a log topic, as an async subscriber
-    /// or a stream, or a key without a group.
+    /// A consumer group where there cannot be one: `DropOldest` on a keyed group on a log
+    /// topic, an `FnMut` async subscriber or a stream, or a key without a group.
     Group {
         /// The subscriber's name.
         name: String,

@@ -440,7 +440,8 @@
 //! dynamic group takes an `Fn + Send + Sync` handler ([`Bus::subscribe_group`]). The stats
 //! are the group's, with each worker's share in
 //! [`workers`](SubscriptionStats::workers): a hot key is one worker far busier than the
-//! rest. Groups read mailboxes, not logs (refused on a log topic), and are sync only.
+//! rest. An async handler makes a group of tasks (`Bus::subscribe_group_async`, feature
+//! `tokio`), with the same promises.
 //!
 //! ```
 //! use eventbus::{subscriber, Bus, Topic};
@@ -468,6 +469,38 @@
 //! assert_eq!((group.delivered, group.workers.len()), (100, 4));
 //! // Customer 7 is hot: one worker received at least its 90 orders.
 //! assert!(group.workers.iter().any(|w| w.received >= 90));
+//! ```
+//!
+//! On a log topic (section 9) a group replays too, from its [`Options::start`]: with a key
+//! each worker reads the log at its own position and takes its keys' messages, history and
+//! live, in order; without a key the workers share one position, each taking the next
+//! message. `DropOldest` is refused a keyed group on a log (a worker lapped by the trim
+//! could not tell which lost messages were its own).
+//!
+//! ```
+//! use eventbus::{Bus, Message, Options, Start, Topic};
+//!
+//! #[derive(Topic)]
+//! #[topic(retain = 1_000)]
+//! struct Visit { customer: u64 }
+//!
+//! let bus = Bus::builder().build();
+//! for n in 0..60 {
+//!     bus.publish(Visit { customer: n % 5 }).unwrap(); // kept in the log
+//! }
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! let tx = std::sync::Mutex::new(tx);
+//! let replay = bus.subscribe_group::<Visit>(
+//!     Options::default().workers(3).key(|v: &Visit| v.customer).start(Start::Earliest),
+//!     move |m: &Message<Visit>| tx.lock().unwrap().send((m.customer, m.seq())).unwrap(),
+//! );
+//! bus.publish(Visit { customer: 0 }).unwrap(); // live, after the history
+//! replay.unsubscribe();
+//! let seen: Vec<(u64, u64)> = rx.try_iter().collect();
+//! assert_eq!(seen.len(), 61);
+//! // One customer's visits, history then live, in order.
+//! let first: Vec<u64> = seen.iter().filter(|v| v.0 == 0).map(|v| v.1).collect();
+//! assert!(first.windows(2).all(|w| w[0] < w[1]) && first.last() == Some(&60));
 //! ```
 //!
 //! The other subscription that gives up its topic's order, by its own choice, is a priority

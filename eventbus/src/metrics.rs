@@ -22,6 +22,24 @@
 //! | `eventbus_dead_letters` | gauge | | dead letters kept now |
 //! | `eventbus_dead_letters_discarded_total` | counter | | dead letters the full store discarded |
 //!
+//! With the `nats` feature too, each bridge connected to the bus adds (summed over the bus's
+//! bridges; see `eventbus::nats::BridgeStats`):
+//!
+//! | metric | kind | labels | from |
+//! |---|---|---|---|
+//! | `eventbus_nats_export_taken_total` | counter | `topic` | `ExportStats::taken` |
+//! | `eventbus_nats_export_sent_total` | counter | `topic` | `sent` (resends included) |
+//! | `eventbus_nats_export_resent_total` | counter | `topic` | `resent` |
+//! | `eventbus_nats_export_acked_total` | counter | `topic` | `acked` |
+//! | `eventbus_nats_export_dead_lettered_total` | counter | `topic` | `dead_lettered` |
+//! | `eventbus_nats_export_pending` | gauge | `topic` | `pending` |
+//! | `eventbus_nats_import_received_total` | counter | `topic`, `consumer` | `ImportStats::received` |
+//! | `eventbus_nats_import_redelivered_total` | counter | `topic`, `consumer` | `redelivered` |
+//! | `eventbus_nats_imported_total` | counter | `topic`, `consumer` | `imported` |
+//! | `eventbus_nats_import_acked_total` | counter | `topic`, `consumer` | `acked` |
+//! | `eventbus_nats_import_dead_lettered_total` | counter | `topic`, `consumer` | `dead_lettered` |
+//! | `eventbus_nats_reconnects_total` | counter | | `BridgeStats::reconnects` |
+//!
 //! Subscriptions of one topic that share a name are summed into one series. A subscription
 //! that is unsubscribed keeps its counters' last values; its gauges go to 0. A
 //! counter never goes down (`Counter::absolute` keeps the largest value it was given): a
@@ -202,6 +220,54 @@ fn describe() {
         "eventbus_dead_letters_discarded_total",
         "Dead letters the full store discarded"
     );
+    #[cfg(feature = "nats")]
+    {
+        describe_counter!(
+            "eventbus_nats_export_taken_total",
+            "Messages the bridge took for export"
+        );
+        describe_counter!(
+            "eventbus_nats_export_sent_total",
+            "Publishes to the server, resends included"
+        );
+        describe_counter!("eventbus_nats_export_resent_total", "Publishes sent again");
+        describe_counter!(
+            "eventbus_nats_export_acked_total",
+            "Exports the server stored"
+        );
+        describe_counter!(
+            "eventbus_nats_export_dead_lettered_total",
+            "Exports that could not be sent"
+        );
+        describe_gauge!(
+            "eventbus_nats_export_pending",
+            "Exports taken and not yet acknowledged"
+        );
+        describe_counter!(
+            "eventbus_nats_import_received_total",
+            "Deliveries from the server, redeliveries included"
+        );
+        describe_counter!(
+            "eventbus_nats_import_redelivered_total",
+            "Deliveries the server had made before"
+        );
+        describe_counter!(
+            "eventbus_nats_imported_total",
+            "Messages published on the bus"
+        );
+        describe_counter!(
+            "eventbus_nats_import_acked_total",
+            "Acks sent to the server"
+        );
+        describe_counter!(
+            "eventbus_nats_import_dead_lettered_total",
+            "Imports that could not be published"
+        );
+        describe_counter!(
+            "eventbus_nats_reconnects_total",
+            "Connections made again after one was lost"
+        );
+    }
 }
 
 /// What one series (a topic and subscriber name) sums.
@@ -277,6 +343,69 @@ fn record(stats: &BusStats, shown: &mut BTreeSet<(&'static str, String)>) {
     }
     gauge!("eventbus_dead_letters").set(stats.dead_letters as f64);
     counter!("eventbus_dead_letters_discarded_total").absolute(stats.dead_letters_discarded);
+    #[cfg(feature = "nats")]
+    record_bridges(&stats.bridges);
+}
+
+/// The NATS bridges' series, each summed over the bus's bridges (two bridges of one bus may
+/// export one topic).
+#[cfg(feature = "nats")]
+fn record_bridges(bridges: &[crate::stats::bridge::BridgeStats]) {
+    use ::metrics::{counter, gauge};
+    let mut exports: BTreeMap<&'static str, [u64; 6]> = BTreeMap::new();
+    let mut imports: BTreeMap<(&'static str, &str), [u64; 5]> = BTreeMap::new();
+    let mut reconnects = 0;
+    for bridge in bridges {
+        reconnects += bridge.reconnects;
+        for e in &bridge.exports {
+            let sums = exports.entry(e.topic).or_default();
+            let values = [
+                e.taken,
+                e.sent,
+                e.resent,
+                e.acked,
+                e.dead_lettered,
+                e.pending,
+            ];
+            for (sum, value) in sums.iter_mut().zip(values) {
+                *sum += value;
+            }
+        }
+        for i in &bridge.imports {
+            let sums = imports.entry((i.topic, &i.name)).or_default();
+            let values = [
+                i.received,
+                i.redelivered,
+                i.imported,
+                i.acked,
+                i.dead_lettered,
+            ];
+            for (sum, value) in sums.iter_mut().zip(values) {
+                *sum += value;
+            }
+        }
+    }
+    for (topic, [taken, sent, resent, acked, dead, pending]) in exports {
+        let labels = [("topic", topic.to_owned())];
+        counter!("eventbus_nats_export_taken_total", &labels).absolute(taken);
+        counter!("eventbus_nats_export_sent_total", &labels).absolute(sent);
+        counter!("eventbus_nats_export_resent_total", &labels).absolute(resent);
+        counter!("eventbus_nats_export_acked_total", &labels).absolute(acked);
+        counter!("eventbus_nats_export_dead_lettered_total", &labels).absolute(dead);
+        gauge!("eventbus_nats_export_pending", &labels).set(pending as f64);
+    }
+    for ((topic, consumer), [received, redelivered, imported, acked, dead]) in imports {
+        let labels = [
+            ("topic", topic.to_owned()),
+            ("consumer", consumer.to_owned()),
+        ];
+        counter!("eventbus_nats_import_received_total", &labels).absolute(received);
+        counter!("eventbus_nats_import_redelivered_total", &labels).absolute(redelivered);
+        counter!("eventbus_nats_imported_total", &labels).absolute(imported);
+        counter!("eventbus_nats_import_acked_total", &labels).absolute(acked);
+        counter!("eventbus_nats_import_dead_lettered_total", &labels).absolute(dead);
+    }
+    counter!("eventbus_nats_reconnects_total").absolute(reconnects);
 }
 
 #[cfg(test)]
@@ -295,13 +424,24 @@ mod tests {
     #[topic(crate = crate)]
     struct Tick;
 
-    /// Every gauge's last level, by its name and labels.
+    /// Every gauge's last level and counter's last value, by its name and labels.
     #[derive(Default)]
     struct Levels(Mutex<BTreeMap<String, f64>>);
 
     struct Level {
         series: String,
         levels: Arc<Levels>,
+    }
+
+    impl ::metrics::CounterFn for Level {
+        fn increment(&self, _: u64) {}
+        fn absolute(&self, value: u64) {
+            self.levels
+                .0
+                .lock()
+                .unwrap()
+                .insert(self.series.clone(), value as f64);
+        }
     }
 
     impl GaugeFn for Level {
@@ -323,8 +463,12 @@ mod tests {
         fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-            Counter::noop()
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let labels: Vec<String> = key.labels().map(|l| l.value().to_owned()).collect();
+            Counter::from_arc(Arc::new(Level {
+                series: format!("{}{labels:?}", key.name()),
+                levels: Arc::clone(&self.0),
+            }))
         }
         fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
             let labels: Vec<String> = key.labels().map(|l| l.value().to_owned()).collect();
@@ -371,6 +515,78 @@ mod tests {
             (Some(0.0), Some(0.0)),
             "a gone subscription's gauges keep a level no alert could clear"
         );
+        bus.close();
+    }
+
+    /// The bridges' series sum each topic's exports (and each import) over the bus's
+    /// bridges, and count their reconnects.
+    #[cfg(feature = "nats")]
+    #[test]
+    fn the_bridges_series_sum_over_the_bridges() {
+        use crate::stats::bridge::{BridgeStats, ExportStats, ImportStats};
+        let export = |acked, pending| ExportStats {
+            topic: "orders.placed",
+            subject: "eventbus.orders.placed".into(),
+            taken: acked + pending,
+            sent: acked + pending + 1,
+            resent: 1,
+            acked,
+            dead_lettered: 0,
+            pending,
+        };
+        let import = ImportStats {
+            topic: "stock.reserved",
+            name: "shop".into(),
+            received: 12,
+            redelivered: 2,
+            imported: 10,
+            acked: 10,
+            skipped: 0,
+            dead_lettered: 1,
+            held: 1,
+            recreated: 0,
+        };
+        let bus = Bus::builder().build();
+        let mut stats = bus.stats();
+        stats.bridges = vec![
+            BridgeStats {
+                id: "a".into(),
+                reconnects: 1,
+                exports: vec![export(5, 2)],
+                imports: vec![import],
+            },
+            BridgeStats {
+                id: "b".into(),
+                reconnects: 2,
+                exports: vec![export(3, 0)],
+                imports: vec![],
+            },
+        ];
+        let levels = Arc::new(Levels::default());
+        let capture = Capture(Arc::clone(&levels));
+        ::metrics::with_local_recorder(&capture, || record(&stats, &mut BTreeSet::new()));
+        let value = |series: &str| levels.0.lock().unwrap().get(series).copied();
+        assert_eq!(
+            value(r#"eventbus_nats_export_acked_total["orders.placed"]"#),
+            Some(8.0)
+        );
+        assert_eq!(
+            value(r#"eventbus_nats_export_pending["orders.placed"]"#),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(r#"eventbus_nats_export_resent_total["orders.placed"]"#),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(r#"eventbus_nats_imported_total["stock.reserved", "shop"]"#),
+            Some(10.0)
+        );
+        assert_eq!(
+            value(r#"eventbus_nats_import_redelivered_total["stock.reserved", "shop"]"#),
+            Some(2.0)
+        );
+        assert_eq!(value("eventbus_nats_reconnects_total[]"), Some(3.0));
         bus.close();
     }
 }

@@ -55,7 +55,7 @@ fn request(method: &str, addr: SocketAddr, path: &str, body: Option<&Value>) -> 
 }
 
 /// chromedriver, stopped when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     addr: SocketAddr,
     session: Option<String>,
@@ -85,7 +85,7 @@ impl Drop for TempDir {
 
 impl Driver {
     /// Starts chromedriver on a free port and a headless Chromium session.
-    fn start() -> Driver {
+    pub(crate) fn start() -> Driver {
         for binary in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
             assert!(
                 std::path::Path::new(binary).exists(),
@@ -145,13 +145,13 @@ impl Driver {
         value["value"].clone()
     }
 
-    fn go(&self, url: &str) {
+    pub(crate) fn go(&self, url: &str) {
         self.command("POST", "/url", Some(json!({ "url": url })));
     }
 
     /// The text of each element `css` matches now, read in one step in the page (the page
     /// redraws every second, so element references go stale).
-    fn texts(&self, css: &str) -> Vec<String> {
+    pub(crate) fn texts(&self, css: &str) -> Vec<String> {
         let script =
             "return Array.from(document.querySelectorAll(arguments[0]), e => e.textContent)";
         let found = self.command(
@@ -168,12 +168,12 @@ impl Driver {
     }
 
     /// Waits (the page polls every second) until the elements `css` matches read `want`.
-    fn wait_for(&self, css: &str, want: &[&str]) {
+    pub(crate) fn wait_for(&self, css: &str, want: &[&str]) {
         self.wait_until(css, |texts| texts == want);
     }
 
     /// Waits until the texts of the elements `css` matches pass `done`, and returns them.
-    fn wait_until(&self, css: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    pub(crate) fn wait_until(&self, css: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let texts = self.texts(css);

@@ -27,10 +27,6 @@ struct OrderPlaced {
 #[derive(Topic, Debug)]
 struct Other(u64);
 
-#[derive(Topic, Debug)]
-#[topic(retain = 10)]
-struct Logged;
-
 fn customer_of(o: &OrderPlaced) -> u64 {
     o.customer
 }
@@ -399,20 +395,6 @@ fn bad_groups_are_refused_with_the_reason() {
     let error = refused(Options::default().key(customer_of).name("lonely")).unwrap_err();
     assert!(matches!(error, SubscribeError::Group { .. }), "{error}");
     assert!(error.to_string().contains("workers(n)"), "{error}");
-    let error = bus
-        .try_subscribe_group::<Logged>(Options::default().workers(2), |_: &Message<Logged>| {})
-        .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            SubscribeError::Group {
-                topic: "Logged",
-                ..
-            }
-        ),
-        "{error}"
-    );
-    assert!(error.to_string().contains("log"), "{error}");
     // The plain `subscribe` refuses the same.
     let error = bus
         .try_subscribe::<OrderPlaced>(Options::default().workers(0), handler)

@@ -106,13 +106,13 @@ pub fn expected(kind: Kind, on: On, opt: Opt) -> Expect {
         // An observer has its own mailbox on every topic, a log topic's too; it starts now.
         (Kind::Observer | Kind::AsyncObserver, On::Log, Opt::Start) => Refused("NoLog"),
         (Kind::Observer | Kind::AsyncObserver, On::Log, _) => Works,
-        // A group without a key would share one position in the log: not yet; a keyed
-        // group's worker cannot tell which messages the trim took were its own.
-        (Kind::Group, On::Log, opt) if opt != Opt::Key => Refused("Group"),
-        (Kind::Group | Kind::KeyedGroup, On::Log, Opt::DropOldest) => Refused("Group"),
+        // A keyed group's worker lapped by the trim cannot tell which of the messages it
+        // lost were its own (a group without a key shares one position, lapped as one).
+        (Kind::KeyedGroup, On::Log, Opt::DropOldest) => Refused("Group"),
         // A log subscription reads the log at its position: there is no newest to refuse.
         (_, On::Log, Opt::DropNewest) => Refused("DropNewestOnLog"),
-        // A keyed group's workers each read the log at their own position.
+        // A keyed group's workers each read the log at their own position; a group without
+        // a key shares one.
         (Kind::Thread | Kind::Task | Kind::Stream | Kind::Group | Kind::KeyedGroup, On::Log, _) => {
             Works
         }

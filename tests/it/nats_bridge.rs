@@ -290,6 +290,21 @@ async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_noth
         ids.iter().zip(0..n).position(|(a, b)| *a != b)
     );
     nothing_more(&mut rx, &shop, n).await;
+    // Both clients connected again, and the stats say so; every message was acked once
+    // (a resend's ack settles it, the lost first send's never did).
+    stats::eventually("the exports acked", &exporter, |s| {
+        s.exports[0].acked == n + 1
+    })
+    .await;
+    let (shop_side, warehouse_side) = (exporter.stats(), importer.stats());
+    assert!(shop_side.reconnects >= 1, "{shop_side}");
+    assert!(warehouse_side.reconnects >= 1, "{warehouse_side}");
+    assert_eq!(shop_side.exports[0].pending, 0, "{shop_side}");
+    assert_eq!(
+        warehouse_side.imports[0].imported,
+        n + 1,
+        "{warehouse_side}"
+    );
     exporter.close().await.unwrap();
     importer.close().await.unwrap();
 }
@@ -609,6 +624,65 @@ async fn a_shop_and_a_warehouse_in_two_processes() {
     assert!(
         warehouse.ends_with("warehouse: done, 20 of 20\n"),
         "{warehouse}"
+    );
+}
+
+/// Issue 28: two copies of the warehouse (two OS processes importing `warehouse`) share the
+/// orders: each order reserved by exactly one copy, every reservation back at the shop once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shop_and_two_warehouses_in_three_processes_share_the_orders() {
+    let server = Server::start();
+    let example = build_example();
+    let n = 40;
+    let run = |role: &str, idle: Option<&str>| {
+        let mut command = Command::new(&example);
+        command.args(["--role", role, "--url", &server.url()]);
+        command.args(["--orders", &n.to_string()]);
+        if let Some(idle) = idle {
+            command.args(["--idle", idle]);
+        }
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (east, west) = (run("warehouse", Some("5")), run("warehouse", Some("5")));
+    let shop = run("shop", None);
+    let outputs = tokio::task::spawn_blocking(move || {
+        [
+            wait_with_deadline(shop, "shop"),
+            wait_with_deadline(east, "warehouse east"),
+            wait_with_deadline(west, "warehouse west"),
+        ]
+    })
+    .await
+    .unwrap();
+    if outputs.iter().any(Result::is_err) {
+        let said: Vec<String> = outputs
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|failed| failed))
+            .collect();
+        panic!("{}\n{}", said.join("\n"), consumers(&server.url()).await);
+    }
+    let [shop, east, west] = outputs.map(Result::unwrap);
+    let mut reserved: Vec<u64> = [&east, &west]
+        .iter()
+        .flat_map(|out| out.lines())
+        .filter_map(|l| l.strip_prefix("warehouse: reserving item-"))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    reserved.sort_unstable();
+    assert_eq!(
+        reserved,
+        (1..=n).collect::<Vec<_>>(),
+        "each order reserved by one copy:\n{east}\n{west}"
+    );
+    let confirmed = shop.lines().filter(|l| l.contains("reserved")).count();
+    assert_eq!(confirmed as u64, n, "{shop}");
+    assert!(
+        shop.ends_with(&format!("shop: done, {n} of {n}\n")),
+        "{shop}"
     );
 }
 
@@ -1072,4 +1146,7 @@ async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
 
+mod stats;
+mod streams;
+mod watchdog;
 mod wire;

@@ -470,6 +470,38 @@ impl Bus {
     /// assert_eq!(done.load(Ordering::Relaxed), 40);
     /// assert_eq!((stats.received, stats.delivered, stats.workers.len()), (40, 40, 4));
     /// ```
+    ///
+    /// On a log topic, a group started late shares the replay: without a key its workers
+    /// share one position in the log, each taking the next message (history included).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use eventbus::{Bus, Message, Options, Start, Topic};
+    ///
+    /// #[derive(Topic)]
+    /// #[topic(retain = 100)]
+    /// struct Upload { file: u64 }
+    ///
+    /// let bus = Bus::builder().build();
+    /// for file in 0..30 {
+    ///     bus.publish(Upload { file }).unwrap();
+    /// }
+    /// let done = Arc::new(AtomicU64::new(0));
+    /// let counted = Arc::clone(&done);
+    /// let scanners = bus.subscribe_group::<Upload>(
+    ///     Options::default().workers(3).start(Start::Earliest),
+    ///     move |_: &Message<Upload>| {
+    ///         counted.fetch_add(1, Ordering::Relaxed);
+    ///     },
+    /// );
+    /// for file in 30..40 {
+    ///     bus.publish(Upload { file }).unwrap();
+    /// }
+    /// let stats = scanners.unsubscribe();
+    /// assert_eq!(done.load(Ordering::Relaxed), 40);
+    /// assert_eq!((stats.received, stats.delivered), (40, 40));
+    /// ```
     pub fn subscribe_group<T: Topic>(
         &self,
         options: Options,
@@ -486,8 +518,8 @@ impl Bus {
     ///
     /// [`SubscribeError`]: as [`try_subscribe`](Bus::try_subscribe), and
     /// [`SubscribeError::Workers`] (0 or more than [`Options::MAX_WORKERS`]),
-    /// [`SubscribeError::Key`] (a key for another topic), [`SubscribeError::Group`] (a group
-    /// on a log topic, or a key with one worker).
+    /// [`SubscribeError::Key`] (a key for another topic), [`SubscribeError::Group`]
+    /// (`DropOldest` on a keyed group on a log topic, or a key with one worker).
     pub fn try_subscribe_group<T: Topic>(
         &self,
         options: Options,
@@ -852,7 +884,6 @@ impl Bus {
         self.engine.redeliver(letter)
     }
 
-    /// A handle for a worker: it does not keep the bus open.
     /// Keeps a dead letter made outside a worker (an integration's: the NATS bridge's export
     /// that cannot send a message) with the bus's own, hook included.
     #[cfg(feature = "nats")]
@@ -860,6 +891,14 @@ impl Bus {
         self.engine.record_dead_letter(letter);
     }
 
+    /// Makes [`stats`](Bus::stats) show a NATS bridge's stats, asked of `look` for as long
+    /// as the bridge keeps it alive.
+    #[cfg(feature = "nats")]
+    pub(crate) fn add_bridge(&self, look: std::sync::Weak<crate::stats::bridge::BridgeLook>) {
+        self.engine.add_bridge(look);
+    }
+
+    /// A handle for a worker: it does not keep the bus open.
     pub(crate) fn worker_handle(&self) -> Bus {
         Bus {
             engine: Arc::clone(&self.engine),

@@ -153,6 +153,36 @@ function draw(state) {
     subs.appendChild(row);
   }
 
+  // NATS bridges (feature `nats`): a row per export and per import.
+  const bridges = stats.bridges || [];
+  document.getElementById("bridges-section").hidden = bridges.length === 0;
+  const links = document.querySelector("#bridges tbody");
+  links.replaceChildren();
+  for (const b of bridges) {
+    const link = (way, topic, where, values, dead) => {
+      const row = document.createElement("tr");
+      row.dataset.way = way;
+      row.dataset.topic = topic;
+      cell(row, b.id, "bridge");
+      cell(row, way, "way");
+      cell(row, topic, "topic");
+      cell(row, where, "where");
+      const names = ["moved", "passed", "acked", "waiting", "again", "skipped"];
+      values.forEach((v, i) => cell(row, v, "num " + names[i]));
+      cell(row, dead, "num dead" + (dead > 0 ? " alert" : ""));
+      cell(row, b.reconnects, "num reconnects");
+      links.appendChild(row);
+    };
+    for (const e of b.exports) {
+      link("export", e.topic, e.subject,
+        [e.taken, e.sent, e.acked, e.pending, e.resent, ""], e.dead_lettered);
+    }
+    for (const i of b.imports) {
+      link("import", i.topic, i.name,
+        [i.received, i.imported, i.acked, i.held, i.redelivered, i.skipped], i.dead_lettered);
+    }
+  }
+
   const letters = document.querySelector("#dead-letters tbody");
   letters.replaceChildren();
   for (const l of state.dead_letters) {

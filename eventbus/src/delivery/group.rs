@@ -13,6 +13,10 @@
 //! mailbox's publisher-side counters live on a core of its own, each worker's on its own
 //! core (a counter has one writer), and the group's stats add them up.
 //!
+//! On a log topic there is no mailbox: a keyed group's workers each read the log at their
+//! own position (`log/reader.rs`), and a keyless group's take turns at one reader they share
+//! (`log/shared.rs`), whose core stands where the shared mailbox's would.
+//!
 //! This module holds what the engine needs of a group without its message type: the
 //! group's delivery (retiring every member, and the members for stats), and a shared-mailbox
 //! worker's delivery.

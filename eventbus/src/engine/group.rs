@@ -1,5 +1,7 @@
 //! Subscribing a consumer group: several workers over one subscription, with a mailbox each
-//! (keyed) or one they share (keyless); see `delivery/group.rs`. The workers are threads
+//! (keyed) or one they share (keyless); see `delivery/group.rs`. On a log topic, a reader of
+//! the log each (keyed: `delivery/log/reader.rs`) or one they share (keyless:
+//! `delivery/log/shared.rs`). The workers are threads
 //! running an `Fn` handler, or (feature `tokio`) tasks running an async one: the same
 //! mailboxes either way, each worker a consumer of its own.
 
@@ -89,18 +91,15 @@ impl Engine {
             topic: T::name(),
             why,
         };
-        if T::retention().is_some() && options.key.is_none() {
-            return Err(group(
-                "a group without a key on a log topic would share one position in the log, \
-                 which is not supported yet: give the group a key (`key(..)`), whose \
-                 workers each read the log at their own position",
-            ));
-        }
-        if T::retention().is_some() && options.overflow == Overflow::DropOldest {
+        if T::retention().is_some()
+            && options.key.is_some()
+            && options.overflow == Overflow::DropOldest
+        {
             return Err(group(
                 "on a log topic, `DropOldest` loses what the trim takes before a worker reads \
-                 it, and a keyed group's worker cannot tell which of those were its own; use \
-                 `Block`, whose workers are never lapped",
+                 it, and a keyed group's worker cannot tell which of those were its own, so \
+                 its drops could not be counted; use `Block`, whose workers are never \
+                 lapped, or a group without a key, which shares one position in the log",
             ));
         }
         if options.key.is_some() && options.workers == 1 {
@@ -154,9 +153,9 @@ impl Engine {
         let mut outboxes = Vec::new();
         // Starts one worker; on failure, retires those started (none is on the topic yet).
         let spawn =
-            |workers: &mut Vec<Arc<SubscriptionCore>>, core: Arc<SubscriptionCore>, inbox| {
+            |workers: &mut Vec<Arc<SubscriptionCore>>, core: Arc<SubscriptionCore>, source| {
                 self.lifecycle.started(Arc::clone(&core));
-                match launch(Source::Mailbox(inbox), Arc::clone(&core), context.clone()) {
+                match launch(source, Arc::clone(&core), context.clone()) {
                     Ok(()) => {
                         workers.push(core);
                         Ok(())
@@ -174,17 +173,57 @@ impl Engine {
                     }
                 }
             };
-        let shared = if let Some(history) = typed.log() {
+        let closing = || {
+            let lifecycle = Arc::clone(&self.lifecycle);
+            log::Closing {
+                stop: self.lifecycle.stop_signal().clone(),
+                poke: Box::new(move || lifecycle.poke()),
+            }
+        };
+        let shared = if let (Some(history), None) = (typed.log(), &options.key) {
+            // A group without a key on a log topic: one reader at one position, which its
+            // workers take turns at (`delivery/log/shared.rs`).
+            let id = self.next_subscription.fetch_add(1, Relaxed);
+            let (capacity, overflow) = (options.capacity, options.overflow);
+            let reader = log::reader(
+                history,
+                id,
+                capacity,
+                overflow,
+                by_task,
+                closing(),
+                |retirer| {
+                    SubscriptionCore::new(
+                        id,
+                        Arc::clone(&name),
+                        T::name(),
+                        options.clone(),
+                        consumer,
+                        log::unread(retirer),
+                    )
+                },
+            );
+            let shared = Arc::clone(reader.core());
+            // Joined before any worker starts, which then finds the position set.
+            reader.join(options.start);
+            let reader = Arc::new(log::SharedReader::new(reader));
+            for _ in 0..of {
+                let mut core = new_core(Box::new(Shared(Arc::clone(&shared))));
+                core.shares_mailbox = true;
+                let source = Source::SharedLog(Arc::clone(&reader));
+                if let Err(error) = spawn(&mut workers, Arc::new(core), source) {
+                    shared.retire();
+                    history.remove(id);
+                    return Err(error);
+                }
+            }
+            Some(shared)
+        } else if let Some(history) = typed.log() {
             // A keyed group on a log topic: a reader per worker, each at its own position,
             // taking the messages its lane's key picks (`delivery/log/reader.rs`).
             let mut readers = Vec::with_capacity(of);
             for index in 0..of {
                 let id = self.next_subscription.fetch_add(1, Relaxed);
-                let lifecycle = Arc::clone(&self.lifecycle);
-                let closing = log::Closing {
-                    stop: self.lifecycle.stop_signal().clone(),
-                    poke: Box::new(move || lifecycle.poke()),
-                };
                 let (capacity, overflow) = (options.capacity, options.overflow);
                 let mut reader = log::reader(
                     history,
@@ -192,7 +231,7 @@ impl Engine {
                     capacity,
                     overflow,
                     by_task,
-                    closing,
+                    closing(),
                     |retirer| {
                         SubscriptionCore::new(
                             id,
@@ -237,7 +276,11 @@ impl Engine {
                 let (mut outbox, inbox) =
                     mailbox(options.capacity, typed.handouts(), by_task, new_core);
                 outbox.route(index, of);
-                spawn(&mut workers, Arc::clone(&outbox.core), inbox)?;
+                spawn(
+                    &mut workers,
+                    Arc::clone(&outbox.core),
+                    Source::Mailbox(inbox),
+                )?;
                 outboxes.push(Arc::new(outbox));
             }
             None
@@ -248,7 +291,8 @@ impl Engine {
             for _ in 0..of {
                 let mut core = new_core(Box::new(Shared(Arc::clone(&shared))));
                 core.shares_mailbox = true;
-                if let Err(error) = spawn(&mut workers, Arc::new(core), inbox.clone()) {
+                let source = Source::Mailbox(inbox.clone());
+                if let Err(error) = spawn(&mut workers, Arc::new(core), source) {
                     shared.retire();
                     return Err(error);
                 }

@@ -18,10 +18,11 @@
 //! | 4 | a dispatcher topic's queue lock (`sender`), beside its order lock, never held with it | `topics/dispatcher.rs` | one message is numbered and added to the queue, or its publisher waits for room there | 8, channel locks |
 //! | 4a | an inline subscriber's handler | `delivery/inline.rs` | its handler runs, inside a publish | any: user code, which may publish to other topics (a publish to a topic whose handlers the thread runs is refused, never waited for) |
 //! | 5 | an observer's turn | `delivery/observer.rs` | a publisher holding 4 hands out to it (turns in the order the observers were added); an all-or-nothing publish to a log topic holds them through its append | 6, 8, channel locks |
+//! | 5a | a keyless log group's shared reader | `delivery/log/shared.rs` | one of its workers takes its next message (never while waiting), or asks whether any is left | 6, 7 (a drain look, after its filter skipped messages) |
 //! | 6 | a log's ring | `delivery/log/` | an append (under 4), a reader's move, a join, a leave | 8 |
 //! | 7 | the lifecycle's `looking` or `changed_lock`, then `running` | `lifecycle.rs` | a drain look (order locks only with `try_lock`); a wait for a change, whose `done` may look at the wait graph (an unsubscribe's) | 8 |
 //! | 8 | the wait graph's records: a node's `waits`, a topic's `holder` | `deadlock.rs` | a record is read or written, one at a time, never nested | — |
-//! | 9 | leaves: the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), a dispatcher queue's `last`, the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
+//! | 9 | leaves: `Engine::bridges` (a bridge's look takes its own leaf, its list of exports and imports, inside), the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), a dispatcher queue's `last`, the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
 //!
 //! The directory of topics takes no lock (`topics/directory.rs`).
 //! An unsubscribe waits for the subscription's worker with no lock held.
@@ -80,6 +81,10 @@ pub(crate) struct Engine {
     /// Where task workers run.
     #[cfg(feature = "tokio")]
     runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// The NATS bridges connected to this bus, asked for their stats by `stats()`; a bridge
+    /// dropped is pruned at the next look.
+    #[cfg(feature = "nats")]
+    bridges: Mutex<Vec<std::sync::Weak<crate::stats::bridge::BridgeLook>>>,
 }
 
 /// Hands a new subscription's source (its mailbox, or its place in the topic's log) to its
@@ -184,6 +189,8 @@ impl Engine {
             subscriptions: Mutex::new(Vec::new()),
             observers: Mutex::new(Vec::new()),
             announced: AtomicBool::new(false),
+            #[cfg(feature = "nats")]
+            bridges: Mutex::new(Vec::new()),
             next_subscription: AtomicU64::new(1),
             #[cfg(feature = "tokio")]
             runtime: std::sync::OnceLock::new(),
@@ -304,12 +311,37 @@ impl Engine {
         };
         topics.sort_by_key(|topic| topic.name);
         BusStats {
+            #[cfg(feature = "nats")]
+            bridges: self.bridge_stats(),
             topics,
             subscriptions,
             dead_letters: self.dead_letters.len(),
             dead_letter_hook_skipped: self.dead_letters.hook_skipped(),
             dead_letters_discarded: self.dead_letters.discarded(),
         }
+    }
+
+    /// Starts asking `look` for a bridge's stats in [`stats`](Engine::stats), for as long as
+    /// the bridge keeps it.
+    #[cfg(feature = "nats")]
+    pub(crate) fn add_bridge(&self, look: std::sync::Weak<crate::stats::bridge::BridgeLook>) {
+        // Lock order: row 9 (`bridges`), nothing inside; see the module docs.
+        let mut bridges = self.bridges.lock();
+        bridges.retain(|b| b.strong_count() > 0);
+        bridges.push(look);
+    }
+
+    /// The live bridges' stats, in the order they connected.
+    #[cfg(feature = "nats")]
+    fn bridge_stats(&self) -> Vec<crate::stats::bridge::BridgeStats> {
+        // Lock order: row 9 (`bridges`); each look takes its bridge's own leaf inside.
+        let looks: Vec<_> = self
+            .bridges
+            .lock()
+            .iter()
+            .filter_map(|b| b.upgrade())
+            .collect();
+        looks.iter().map(|look| look()).collect()
     }
 }
 

@@ -35,6 +35,17 @@ pub enum Error {
         /// What went wrong.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The topic's stream cannot be used as its [`StreamOptions`](super::StreamOptions)
+    /// say: options the server cannot take, an existing stream that is missing or holds
+    /// other subjects, or options other than this bridge gave the topic before.
+    Stream {
+        /// The topic.
+        topic: &'static str,
+        /// The stream's name (empty where the options named none).
+        stream: String,
+        /// Why.
+        why: String,
+    },
     /// A consumer name JetStream cannot hold.
     BadName {
         /// The name given.
@@ -84,6 +95,12 @@ impl fmt::Display for Error {
                 f,
                 "the NATS server refused to {what} for topic `{topic}`: {source}"
             ),
+            Error::Stream { topic, stream, why } => {
+                write!(
+                    f,
+                    "cannot use the stream `{stream}` for topic `{topic}`: {why}"
+                )
+            }
             Error::BadName { name } => write!(
                 f,
                 "`{name}` cannot name a JetStream consumer: use letters, digits, `-` and `_` \

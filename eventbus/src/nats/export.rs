@@ -101,6 +101,7 @@ pub(super) struct Sender<T> {
     /// The id of the last message sent in the window: the next one's expectation.
     pub(super) last_sent: Option<Arc<str>>,
     pub(super) settled: tokio::sync::watch::Sender<u64>,
+    pub(super) counters: Arc<stats::ExportCounters>,
 }
 
 impl<T: Topic> Sender<T> {
@@ -119,7 +120,10 @@ impl<T: Topic> Sender<T> {
                 biased;
                 acked = front(&mut self.window), if waiting => self.settle(acked).await,
                 next = from.recv(), if open && room => match next {
-                    Some(out) => self.send(out).await,
+                    Some(out) => {
+                        stats::bump(&self.counters.taken);
+                        self.send(out).await
+                    }
                     None => open = false,
                 },
                 // The subscription is gone: take what it handed over, then stop.
@@ -137,6 +141,7 @@ impl<T: Topic> Sender<T> {
         if let Some(last) = &self.last_sent {
             publish = publish.expected_last_message_id(&**last);
         }
+        stats::bump(&self.counters.sent);
         let ack: Pin<Box<dyn Future<Output = _> + Send>> = match self
             .shared
             .js
@@ -156,7 +161,10 @@ impl<T: Topic> Sender<T> {
             return;
         };
         match acked {
-            Ok(_) => self.settled(),
+            Ok(_) => {
+                stats::bump(&self.counters.acked);
+                self.settled()
+            }
             Err(error) if !transient(&error) => {
                 self.dead_letter(sent.out, Failure::error(error));
                 self.one_at_a_time(Vec::new()).await;
@@ -183,6 +191,8 @@ impl<T: Topic> Sender<T> {
                 return self.dead_letter(out, Failure::text(why));
             }
             let publish = out.publish.clone();
+            stats::bump(&self.counters.sent);
+            stats::bump(&self.counters.resent);
             let acked = match self
                 .shared
                 .js
@@ -193,7 +203,10 @@ impl<T: Topic> Sender<T> {
                 Err(error) => Err(error),
             };
             match acked {
-                Ok(_) => return self.settled(),
+                Ok(_) => {
+                    stats::bump(&self.counters.acked);
+                    return self.settled();
+                }
                 Err(error) if !transient(&error) => {
                     return self.dead_letter(out, Failure::error(error))
                 }
@@ -222,6 +235,7 @@ impl<T: Topic> Sender<T> {
             1,
         );
         self.bus.record_dead_letter(letter);
+        stats::bump(&self.counters.dead_lettered);
         self.settled();
     }
 }

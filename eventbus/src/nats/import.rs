@@ -35,6 +35,7 @@ pub(super) struct Importer {
     /// Whether this copy is the import's only one as far as it knows: it keeps the strict
     /// order then; with others it handles its share in the order it arrives.
     pub(super) alone: bool,
+    pub(super) counters: Arc<stats::ImportCounters>,
 }
 
 /// Why an importer stopped handling messages.
@@ -147,14 +148,32 @@ impl Importer {
                 None => return Stop::Again,
                 Some(Ok(message)) => message,
                 Some(Err(error)) => match error.kind() {
-                    // Heartbeats missed while the server is away: the stream goes on.
-                    consumer::pull::MessagesErrorKind::MissingHeartbeat => continue,
+                    // Heartbeats missed. While the server is away the stream goes on (the
+                    // client connects again). If the server answers, this pull subscription
+                    // stopped hearing it: make it again, from the consumer's ack floor (what
+                    // it had not acked comes again after the ack wait).
+                    consumer::pull::MessagesErrorKind::MissingHeartbeat => {
+                        if self.server_answers().await {
+                            stats::bump(&self.counters.recreated);
+                            return Stop::Again;
+                        }
+                        continue;
+                    }
                     _ => return Stop::Again,
                 },
             };
             if let Some(stop) = self.handle::<T>(message, stopped).await {
                 return stop;
             }
+        }
+    }
+
+    /// Whether the server answers a question about the consumer (within the client's
+    /// request timeout).
+    pub(super) async fn server_answers(&mut self) -> bool {
+        match &mut self.consumer {
+            Some(consumer) => consumer.info().await.is_ok(),
+            None => false,
         }
     }
 
@@ -228,18 +247,25 @@ impl Importer {
         stopped: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Option<Stop> {
         let seq = match message.info() {
-            Ok(info) => info.stream_sequence,
+            Ok(info) => {
+                stats::bump(&self.counters.received);
+                if info.delivered > 1 {
+                    stats::bump(&self.counters.redelivered);
+                }
+                info.stream_sequence
+            }
             Err(_) => return Some(Stop::Again),
         };
         if self.alone && seq > self.expected {
             self.look_past_gap().await;
         }
         if self.alone && seq < self.expected {
-            let _ = message.ack().await;
+            self.skip(&message).await;
             return None;
         }
         if self.alone && seq > self.expected {
             // Not acked: it comes again, after the missing one.
+            stats::bump(&self.counters.held);
             return None;
         }
         self.looked = None;
@@ -250,7 +276,7 @@ impl Importer {
             .map(|v| v.as_str() == self.shared.id);
         if origin == Some(true) {
             self.done(seq);
-            let _ = message.ack().await;
+            self.skip(&message).await;
             return None;
         }
         let value = match serde_json::from_slice::<T>(&message.payload) {
@@ -268,6 +294,7 @@ impl Importer {
                     message.payload.to_vec(),
                 );
                 self.bus.record_dead_letter(letter);
+                stats::bump(&self.counters.dead_lettered);
                 self.done(seq);
                 // Terminated, so it is never sent again.
                 let _ = message.ack_with(AckKind::Term).await;
@@ -300,8 +327,9 @@ impl Importer {
         drop(publish);
         match published {
             Ok(_) => {
+                stats::bump(&self.counters.imported);
                 self.done(seq);
-                let _ = message.ack().await;
+                self.ack(&message).await;
                 None
             }
             // An inline subscriber refused it: it would refuse it again, so it is kept as a
@@ -315,6 +343,7 @@ impl Importer {
                     message.payload.to_vec(),
                 );
                 self.bus.record_dead_letter(letter);
+                stats::bump(&self.counters.dead_lettered);
                 self.done(seq);
                 let _ = message.ack_with(AckKind::Term).await;
                 None
@@ -331,6 +360,19 @@ impl Importer {
     /// a lower one later, sent again from a copy that stopped).
     fn done(&mut self, seq: u64) {
         self.expected = self.expected.max(seq + 1);
+    }
+
+    /// Acks `message`, counted once the server has it.
+    async fn ack(&self, message: &jetstream::Message) {
+        if message.ack().await.is_ok() {
+            stats::bump(&self.counters.acked);
+        }
+    }
+
+    /// Acks `message` without publishing it: a copy already imported, or this bridge's own.
+    async fn skip(&self, message: &jetstream::Message) {
+        stats::bump(&self.counters.skipped);
+        self.ack(message).await;
     }
 }
 

@@ -2,8 +2,9 @@
 //! a JetStream stream, and imported from it into another bus, in another process.
 //!
 //! Facade level: it uses the [`Bus`]'s public async half (an async subscriber per exported
-//! topic, `publish_async` per imported message) and one crate-private method of it,
-//! `Bus::record_dead_letter` (an undecodable import is a dead letter no subscriber made).
+//! topic, `publish_async` per imported message) and two crate-private methods of it,
+//! `Bus::record_dead_letter` (an undecodable import is a dead letter no subscriber made) and
+//! `Bus::add_bridge` (the bus's `stats()` shows the bridge's).
 //!
 //! Feature `nats` turns on `tokio` and `serde`; its client, `async-nats`, needs rustc 1.89.
 //!
@@ -45,7 +46,7 @@
 //! the subjects, streams, headers and body below; it is built without this feature.
 //!
 //! Each topic is one stream, made (or its subjects updated) by the first bridge that exports
-//! or imports it: topic `orders.placed` is subject `eventbus.orders.placed` and stream
+//! or imports it ([`StreamOptions`] name it, limit it, or use one made in advance): topic `orders.placed` is subject `eventbus.orders.placed` and stream
 //! `eventbus_orders_placed`. A character a subject token cannot hold (anything but ASCII
 //! letters, digits and `-`, and a `.` that would leave a token empty) is written `~XX`, its
 //! UTF-8 bytes in hex, so distinct topic names never share a subject.
@@ -124,6 +125,16 @@
 //! message without handling it only below its expected one, which moves past a message
 //! only once this copy handled it or the ack floor passed it.
 //!
+//! ## The heartbeat watchdog
+//!
+//! An importer's pull requests ask the server for a heartbeat every second while nothing
+//! comes. When two are missed, the importer asks the server about its consumer: no answer
+//! means the server is away, and the client's reconnect will resume the stream; an answer
+//! means this pull subscription stopped hearing the server while the connection works, so
+//! the importer makes its subscription again, from the consumer's ack floor (counted in
+//! `ImportStats::recreated`). What it had been given and not acked comes again after the
+//! ack wait (5 s), in order.
+//!
 //! An imported message is never exported again: a message keeps whether an importer
 //! published it (`message/origin.rs`, marked on the thread polling the importer's publish);
 //! on a mailbox topic the export's filter refuses it at publish, on a log topic the export's
@@ -177,6 +188,8 @@ mod copies;
 mod error;
 mod export;
 mod import;
+mod options;
+mod stats;
 mod streams;
 
 use crate::bus::subscription::Subscription;
@@ -206,8 +219,10 @@ const BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+pub use crate::stats::bridge::{BridgeStats, ExportStats, ImportStats};
 pub use connect::ConnectOptions;
 pub use error::Error;
+pub use options::{ExportOptions, ImportOptions, StreamOptions};
 
 /// The NATS client the bridge is built on, re-exported so a program can use its types
 /// (to read a stream, say) without matching its version in its own `Cargo.toml`.
@@ -256,6 +271,8 @@ pub struct Bridge {
     bus: Bus,
     exports: Mutex<Vec<Export>>,
     imports: Mutex<Vec<Import>>,
+    /// What the bus's `stats()` asks for this bridge's stats; the bus keeps a weak handle.
+    look: Arc<crate::stats::bridge::BridgeLook>,
 }
 
 /// What the bridge's handlers and tasks share.
@@ -267,6 +284,11 @@ struct Shared {
     /// Set by `close` once its deadline has passed: exports waiting for the server give up.
     give_up: AtomicBool,
     runtime: tokio::runtime::Handle,
+    /// Every export's and import's counters.
+    board: stats::Board,
+    /// Each topic's stream, as an export or import of it asked (the default if none did).
+    /// Lock order: a leaf, held for a look or an insert.
+    streams: Mutex<std::collections::HashMap<&'static str, StreamOptions>>,
 }
 
 struct Export {
@@ -393,18 +415,56 @@ impl Bridge {
         // run, which the seq alone is not.
         let inbox = client.new_inbox();
         let id = inbox.rsplit('.').next().unwrap_or(&inbox).to_string();
+        let shared = Arc::new(Shared {
+            js,
+            board: stats::Board::new(id.clone(), client.clone()),
+            client,
+            id,
+            give_up: AtomicBool::new(false),
+            runtime,
+            streams: Mutex::new(std::collections::HashMap::new()),
+        });
+        let look: Arc<crate::stats::bridge::BridgeLook> = {
+            let shared = Arc::clone(&shared);
+            Arc::new(move || shared.board.stats())
+        };
+        bus.add_bridge(Arc::downgrade(&look));
         Ok(Bridge {
-            shared: Arc::new(Shared {
-                js,
-                client,
-                id,
-                give_up: AtomicBool::new(false),
-                runtime,
-            }),
+            shared,
             bus: bus.clone(),
             exports: Mutex::new(Vec::new()),
             imports: Mutex::new(Vec::new()),
+            look,
         })
+    }
+
+    /// What this bridge has done: per export, messages taken, sent (and resent), acked by
+    /// the server, pending and dead letters; per import, messages received (and
+    /// redelivered), imported, acked, skipped, held and dead letters; and the client's
+    /// reconnects. [`Bus::stats`] shows the same for every bridge of the bus (and so do
+    /// the `metrics` feature and the dashboard).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Serialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// bridge.export::<OrderPlaced>().await?;
+    /// bus.publish_async(OrderPlaced { id: 7 }).await?;
+    /// let stats = bridge.stats();
+    /// println!("{stats}"); // bridge <id>: 0 reconnect(s), then a line per export and import
+    /// assert_eq!(stats.exports[0].topic, "orders.placed");
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> BridgeStats {
+        (self.look)()
     }
 
     /// This bridge's id: random per [`connect`](Bridge::connect), the first part of each
@@ -449,6 +509,7 @@ impl Bridge {
     ///
     /// assert_eq!(Bridge::stream_name::<OrderPlaced>(), "eventbus_orders_placed");
     /// ```
+    /// (the default: [`StreamOptions::name`] names another).
     pub fn stream_name<T: Topic>() -> String {
         stream_name(&subject(T::name()))
     }
@@ -481,6 +542,19 @@ impl Bridge {
     /// # Ok(()) }
     /// ```
     pub async fn ensure_stream<T: Topic>(&self) -> Result<(), Error> {
+        self.shared.ensure_stream(T::name()).await.map(drop)
+    }
+
+    /// Makes topic `T`'s stream as [`ensure_stream`](Bridge::ensure_stream) does, named and
+    /// made as `stream` says; this bridge's export and import of `T` then use that stream.
+    ///
+    /// # Errors
+    ///
+    /// As [`ensure_stream`](Bridge::ensure_stream); [`Error::Stream`] for options the server
+    /// cannot take, an existing stream that is missing or holds other subjects, or options
+    /// other than this bridge gave `T` before.
+    pub async fn ensure_stream_with<T: Topic>(&self, stream: StreamOptions) -> Result<(), Error> {
+        self.shared.plan(T::name(), stream)?;
         self.shared.ensure_stream(T::name()).await.map(drop)
     }
 
@@ -522,7 +596,14 @@ impl Bridge {
     /// # Errors
     ///
     /// As [`export`](Bridge::export); [`Error::Filter`] when `options` hold a filter.
-    pub async fn export_with<T: Topic + Serialize>(&self, options: Options) -> Result<(), Error> {
+    pub async fn export_with<T: Topic + Serialize>(
+        &self,
+        options: impl Into<ExportOptions>,
+    ) -> Result<(), Error> {
+        let ExportOptions {
+            subscriber: options,
+            stream,
+        } = options.into();
         if options.filter.is_some() {
             return Err(Error::Filter { topic: T::name() });
         }
@@ -538,6 +619,7 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
+        self.shared.plan(T::name(), stream)?;
         self.shared.ensure_stream(T::name()).await?;
         let (to_sender, from) = tokio::sync::mpsc::channel(WINDOW);
         let (settled_tx, settled) = tokio::sync::watch::channel(0);
@@ -575,6 +657,7 @@ impl Bridge {
             window: VecDeque::with_capacity(WINDOW),
             last_sent: None,
             settled: settled_tx,
+            counters: self.shared.board.export(T::name()),
         };
         let task = self.shared.runtime.spawn(sender.run(from, finished));
         self.exports.lock().push(Export {
@@ -621,6 +704,42 @@ impl Bridge {
     /// # Ok(()) }
     /// ```
     pub async fn import<T: Topic + DeserializeOwned>(&self, name: &str) -> Result<(), Error> {
+        self.import_with::<T>(name, ImportOptions::new()).await
+    }
+
+    /// Imports like [`import`](Bridge::import), from the stream `options` name or make.
+    ///
+    /// # Errors
+    ///
+    /// As [`import`](Bridge::import); [`Error::Stream`] for stream options the server
+    /// cannot take, an existing stream that is missing or holds other subjects, or options
+    /// other than this bridge's export of `T` gave.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::nats::{Bridge, ImportOptions, StreamOptions};
+    /// use eventbus::{Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Deserialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// // The operators made the stream ORDERS for `eventbus.orders.placed`.
+    /// let orders = StreamOptions::new().name("ORDERS").existing();
+    /// bridge
+    ///     .import_with::<OrderPlaced>("warehouse", ImportOptions::new().stream(orders))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn import_with<T: Topic + DeserializeOwned>(
+        &self,
+        name: &str,
+        options: ImportOptions,
+    ) -> Result<(), Error> {
         let valid = !name.is_empty()
             && name.len() <= 200
             && name
@@ -639,6 +758,7 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
+        self.shared.plan(T::name(), options.stream)?;
         let stream = self.shared.ensure_stream(T::name()).await?;
         let consumer = self.shared.consumer(&stream, T::name(), name).await?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -651,8 +771,9 @@ impl Bridge {
             consumer: None,
             expected: 0,
             looked: None,
-            copies: copies::Copies::new(&stream_name(&subject(T::name())), name, &self.shared.id),
+            copies: copies::Copies::new(&self.shared.stream_of(T::name()), name, &self.shared.id),
             alone: true,
+            counters: self.shared.board.import(T::name(), name),
         };
         let task = self
             .shared
@@ -754,20 +875,53 @@ impl Shared {
     /// another bridge making it at the same moment is no failure (see `streams`).
     async fn ensure_stream(&self, topic: &'static str) -> Result<stream::Stream, Error> {
         let subject = subject(topic);
-        let config = stream::Config {
-            name: stream_name(&subject),
-            subjects: vec![subject.clone()],
-            duplicate_window: DUPLICATE_WINDOW,
-            storage: stream::StorageType::File,
-            ..Default::default()
-        };
-        streams::make_stream(&self.js, config)
+        // Lock order: `streams`, a leaf.
+        let plan = self.streams.lock().get(topic).cloned().unwrap_or_default();
+        if plan.existing {
+            return streams::existing(&self.js, topic, &plan.stream_name(&subject), &subject).await;
+        }
+        streams::make_stream(&self.js, plan.config(&subject))
             .await
             .map_err(|(what, source)| Error::Server {
                 topic,
                 what,
                 source,
             })
+    }
+
+    /// Keeps `options` as the topic's stream plan: the first non-default plan given for a
+    /// topic holds; another one is refused, the default always fits.
+    fn plan(&self, topic: &'static str, options: StreamOptions) -> Result<(), Error> {
+        options.check(topic)?;
+        // Lock order: `streams`, a leaf.
+        let mut streams = self.streams.lock();
+        match streams.get(topic) {
+            Some(kept) if options != StreamOptions::default() && *kept != options => {
+                Err(Error::Stream {
+                    topic,
+                    stream: options.stream_name(&subject(topic)),
+                    why: format!(
+                        "this bridge already bridges the topic through the stream options \
+                         {kept:?}; its export and import share one stream"
+                    ),
+                })
+            }
+            Some(_) if options == StreamOptions::default() => Ok(()),
+            _ => {
+                streams.insert(topic, options);
+                Ok(())
+            }
+        }
+    }
+
+    /// The name of the topic's stream, as planned.
+    fn stream_of(&self, topic: &'static str) -> String {
+        // Lock order: `streams`, a leaf.
+        let streams = self.streams.lock();
+        match streams.get(topic) {
+            Some(plan) => plan.stream_name(&subject(topic)),
+            None => stream_name(&subject(topic)),
+        }
     }
 
     /// The durable consumer `name` on the topic's stream: made if missing, else as it is.

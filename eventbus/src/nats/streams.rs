@@ -78,3 +78,43 @@ fn lost_race(error: &jetstream::context::CreateStreamError) -> bool {
             if [NAME_IN_USE, SUBJECTS_OVERLAP].contains(&e.error_code())
     )
 }
+
+/// The stream `name`, which must exist and hold `subject` alone (`StreamOptions::existing`):
+/// never made nor changed.
+pub(super) async fn existing(
+    js: &jetstream::Context,
+    topic: &'static str,
+    name: &str,
+    subject: &str,
+) -> Result<stream::Stream, Error> {
+    let refuse = |why: String| Error::Stream {
+        topic,
+        stream: name.to_string(),
+        why,
+    };
+    let stream = match js.get_stream(name).await {
+        Ok(stream) => stream,
+        Err(error) if not_found(&error) => {
+            return Err(refuse(format!(
+                "there is no such stream, and the options say to use an existing one: make \
+                 it with the subject `{subject}` alone, or leave out `existing()`"
+            )))
+        }
+        Err(error) => {
+            return Err(Error::Server {
+                topic,
+                what: "describe the stream",
+                source: Box::new(error),
+            })
+        }
+    };
+    let subjects = &stream.cached_info().config.subjects;
+    if subjects.len() != 1 || subjects[0] != subject {
+        return Err(refuse(format!(
+            "it holds the subjects {subjects:?}; the bridge needs a stream holding `{subject}` \
+             alone (the importer keeps the stream's order, and another subject's messages \
+             would look like ones lost on the way)"
+        )));
+    }
+    Ok(stream)
+}

@@ -320,8 +320,11 @@ impl Options {
     /// share, so a hot key shows as one worker far busier than the others. The handler runs on
     /// several threads at once: give [`Bus::subscribe_group`](crate::Bus::subscribe_group) an
     /// `Fn + Send + Sync` handler (with [`Bus::subscribe`](crate::Bus::subscribe), whose
-    /// handler is `FnMut`, the workers take turns at it). A group cannot read a log topic, nor
-    /// be async or a stream (refused at subscribe).
+    /// handler is `FnMut`, the workers take turns at it), or
+    /// `Bus::subscribe_group_async` (feature `tokio`) an async one. On a log topic (`#[topic(retain = N)]`) a keyed group's workers each read
+    /// the log at their own position, and a group without a key shares one position (each
+    /// message, the history from [`start`](Options::start) included, to one worker). A
+    /// stream cannot be a group (refused at subscribe).
     ///
     /// # Examples
     ///

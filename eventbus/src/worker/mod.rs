@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
 use crate::delivery::core::{SubscriptionCore, NOT_HANDLED};
-use crate::delivery::log::Reader;
+use crate::delivery::log::{Reader, SharedReader};
 use crate::delivery::mailbox::Inbox;
 use crate::delivery::priority::PriorityInbox;
 use crate::handler::Failure;
@@ -66,11 +66,12 @@ impl Drop for Finish<'_> {
 }
 
 /// Where a worker takes its messages from: its mailbox (plain or by priority), or its
-/// topic's log.
+/// topic's log (at a position of its own, or one its group shares).
 pub(crate) enum Source<T> {
     Mailbox(Inbox<T>),
     Priority(PriorityInbox<T>),
     Log(Reader<T>),
+    SharedLog(Arc<SharedReader<T>>),
 }
 
 impl<T: Send + Sync + 'static> Source<T> {
@@ -83,6 +84,7 @@ impl<T: Send + Sync + 'static> Source<T> {
             Source::Mailbox(inbox) => inbox.next().map(Taken::Owned),
             Source::Priority(inbox) => inbox.next().map(Taken::Owned),
             Source::Log(reader) => reader.next_lent(),
+            Source::SharedLog(reader) => reader.next().map(Taken::Owned),
         }
     }
 
@@ -93,6 +95,7 @@ impl<T: Send + Sync + 'static> Source<T> {
             Source::Mailbox(inbox) => inbox.next_async().await,
             Source::Priority(inbox) => inbox.next_async().await,
             Source::Log(reader) => reader.next_async().await,
+            Source::SharedLog(reader) => reader.next_async().await,
         }
     }
 
@@ -103,6 +106,7 @@ impl<T: Send + Sync + 'static> Source<T> {
             Source::Mailbox(inbox) => inbox.try_next(),
             Source::Priority(inbox) => inbox.try_next(),
             Source::Log(reader) => reader.try_next(),
+            Source::SharedLog(reader) => reader.try_next(),
         }
     }
 
@@ -112,6 +116,7 @@ impl<T: Send + Sync + 'static> Source<T> {
             Source::Mailbox(inbox) => inbox.is_empty(),
             Source::Priority(inbox) => inbox.is_empty(),
             Source::Log(reader) => reader.is_empty(),
+            Source::SharedLog(reader) => reader.is_empty(),
         }
     }
 }
@@ -159,7 +164,7 @@ fn close_out_rest<T: Send + Sync + 'static>(
     let mut next = || match source {
         Source::Mailbox(inbox) => inbox.try_next(),
         Source::Priority(inbox) => inbox.try_next(),
-        Source::Log(_) => None,
+        Source::Log(_) | Source::SharedLog(_) => None,
     };
     while let Some(message) = next() {
         took(core);

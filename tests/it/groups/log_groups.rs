@@ -1,12 +1,15 @@
 //! Consumer groups on log topics (`#[topic(retain = ..)]`): a keyed group's workers each read
 //! the log at their own position and take the messages their key picks, so one key's history
-//! and live messages reach one worker, in order, each message once across the group.
+//! and live messages reach one worker, in order, each message once across the group; a group
+//! without a key shares one position, each message going to one of its workers.
 
 use super::identity_holds;
-use crate::support::{Latch, Seen, Signal};
+use crate::support::{Latch, Seen, Signal, PATIENCE};
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
+use std::time::Instant;
 
 use eventbus::{Bus, Message, Options, Overflow, Start, Topic};
 
@@ -179,20 +182,292 @@ fn a_stuck_keyed_log_worker_holds_publishers_once_it_is_capacity_behind() {
     check_keyed(&seen.get(), 0..accepted);
 }
 
-/// What a log group cannot do yet is refused with what to do instead: a group without a
-/// key, and `DropOldest` (a worker cannot tell which trimmed messages were its own).
+/// A log topic that keeps little, so that a held group is lapped by the trim.
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(retain = 8)]
+struct Tick(u64);
+
+/// Holds each worker at its first message until `of` different workers are in their
+/// handlers at once, so the test knows (rather than hopes) that the group shares its work;
+/// gives up after `PATIENCE`, and the test's count of workers then fails.
+#[derive(Clone)]
+struct AllIn {
+    threads: Arc<(Mutex<HashSet<ThreadId>>, Condvar)>,
+    of: usize,
+}
+
+impl AllIn {
+    fn new(of: usize) -> Self {
+        AllIn {
+            threads: Arc::new((Mutex::new(HashSet::new()), Condvar::new())),
+            of,
+        }
+    }
+
+    fn arrive(&self) {
+        let (threads, all_in) = &*self.threads;
+        let mut threads = threads.lock().unwrap();
+        if threads.insert(std::thread::current().id()) {
+            all_in.notify_all();
+            let deadline = Instant::now() + PATIENCE;
+            while threads.len() < self.of && Instant::now() < deadline {
+                threads = all_in.wait_timeout(threads, PATIENCE).unwrap().0;
+            }
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.threads.0.lock().unwrap().len()
+    }
+}
+
+/// Issue 26: a group without a key on a log topic shares one position in the log. Started
+/// from the beginning, it gets the history and then the live messages, each exactly once
+/// across its workers (in no promised order), and every worker takes part; the close
+/// delivers everything accepted before it returns.
 #[test]
-fn a_keyless_or_drop_oldest_group_on_a_log_topic_is_refused_with_the_way_out() {
+fn a_keyless_group_shares_one_position_in_a_log_history_and_live_each_once() {
+    let bus = Bus::builder().build();
+    for n in 0..30 {
+        bus.publish(Visit { customer: n % 7, n }).unwrap();
+    }
+    let seen: Seen<Handled> = Seen::new();
+    let record = seen.clone();
+    let all_in = AllIn::new(3);
+    let arrive = all_in.clone();
+    let options = Options::default()
+        .name("visits")
+        .workers(3)
+        .start(Start::Earliest);
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        arrive.arrive();
+        record.push((m.customer, m.seq(), std::thread::current().id()));
+    });
+    std::thread::scope(|scope| {
+        for publisher in 0..2u64 {
+            let bus = &bus;
+            scope.spawn(move || {
+                for i in 0..40 {
+                    let n = 30 + publisher * 40 + i;
+                    bus.publish(Visit { customer: n % 7, n }).unwrap();
+                }
+            });
+        }
+    });
+    bus.close();
+    let seen = seen.get();
+    let mut seqs: Vec<u64> = seen.iter().map(|h| h.1).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..110).collect::<Vec<_>>(), "each message once");
+    assert_eq!(all_in.count(), 3, "every worker took part");
+    let threads: HashSet<ThreadId> = seen.iter().map(|h| h.2).collect();
+    assert_eq!(threads.len(), 3);
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (110, 110), "{stats:?}");
+    assert_eq!(stats.workers.len(), 3);
+    assert!(stats.workers.iter().all(|w| w.delivered > 0), "{stats:?}");
+    assert_eq!(stats.workers.iter().map(|w| w.delivered).sum::<u64>(), 110);
+}
+
+/// From `Start::Seq(n)` and with a filter: the history from `n`, what the filter lets
+/// through, once; what it rejects counted as filtered.
+#[test]
+fn a_keyless_log_group_starts_at_a_seq_and_filters() {
+    let bus = Bus::builder().build();
+    for n in 0..20 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    let seen: Seen<Handled> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(2)
+        .start(Start::Seq(5))
+        .filter(|v: &Visit| v.n % 2 == 0);
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        record.push((m.customer, m.seq(), std::thread::current().id()));
+    });
+    for n in 20..30 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    bus.close();
+    let mut seqs: Vec<u64> = seen.get().iter().map(|h| h.1).collect();
+    seqs.sort_unstable();
+    let even: Vec<u64> = (5..30).filter(|n| n % 2 == 0).collect();
+    assert_eq!(seqs, even);
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!(
+        (stats.received, stats.delivered, stats.filtered),
+        (12, 12, 13),
+        "{stats:?}"
+    );
+}
+
+/// `DropOldest`: a keyless group lapped by the trim skips to the oldest message kept and
+/// counts what it lost as dropped, as a single log subscription does.
+#[test]
+fn a_lapped_keyless_log_group_skips_to_the_oldest_kept_and_counts_the_lap() {
+    let bus = Bus::builder().build();
+    let (release, started) = (Latch::new(), Signal::new());
+    let (gate, signal) = (release.clone(), started.clone());
+    let seen: Seen<u64> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(3)
+        .capacity(4)
+        .overflow(Overflow::DropOldest);
+    let group = bus.subscribe_group::<Tick>(options, move |m: &Message<Tick>| {
+        if m.0 < 3 {
+            signal.send(m.0);
+            gate.wait();
+        }
+        record.push(m.seq());
+    });
+    for n in 0..3 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    // Each worker holds one of the first three: the group's position is 3.
+    let mut held: Vec<u64> = (0..3).map(|_| started.next()).collect();
+    held.sort_unstable();
+    assert_eq!(held, [0, 1, 2]);
+    for n in 3..43 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    // The log keeps 35..43: 3..35 were trimmed before the group read them.
+    release.open();
+    bus.close();
+    let mut seqs = seen.get();
+    seqs.sort_unstable();
+    let expected: Vec<u64> = (0..3).chain(35..43).collect();
+    assert_eq!(seqs, expected);
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dropped),
+        (43, 11, 32),
+        "{stats:?}"
+    );
+}
+
+/// `Block`: a keyless group `capacity` messages behind in the log holds the publishers (the
+/// messages in its workers' handlers are theirs, as a shared mailbox's are); released, it
+/// delivers every accepted message once.
+#[test]
+fn a_keyless_log_group_capacity_behind_holds_the_publishers() {
+    let bus = Bus::builder().build();
+    let (release, started) = (Latch::new(), Signal::new());
+    let (gate, signal) = (release.clone(), started.clone());
+    let seen: Seen<u64> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(2)
+        .capacity(4)
+        .overflow(Overflow::Block);
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        if m.n < 2 {
+            signal.send(m.n);
+            gate.wait();
+        }
+        record.push(m.seq());
+    });
+    for n in 0..2 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    let mut held = [started.next(), started.next()];
+    held.sort_unstable();
+    assert_eq!(held, [0, 1]);
+    // Both workers hold one: four more wait in the log, then the publishers are held.
+    let mut accepted = 2;
+    while bus
+        .try_publish(Visit {
+            customer: 0,
+            n: accepted,
+        })
+        .is_ok()
+    {
+        accepted += 1;
+        assert!(
+            accepted < 100,
+            "a held Block group must hold the publishers"
+        );
+    }
+    assert_eq!(accepted, 6);
+    release.open();
+    bus.close();
+    let mut seqs = seen.get();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..6).collect::<Vec<_>>());
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (6, 6), "{stats:?}");
+}
+
+/// A keyed group started at a seq the log no longer keeps: what was trimmed before it started
+/// is counted as dropped once for the group (on its first worker: no worker can tell whose
+/// it was), not once per worker.
+#[test]
+fn a_keyed_log_group_started_before_the_oldest_kept_counts_the_gap_once() {
+    let bus = Bus::builder().build();
+    for n in 0..20 {
+        bus.publish(Tick(n)).unwrap();
+    }
+    let seen: Seen<u64> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default()
+        .workers(2)
+        .key(|t: &Tick| t.0 % 2)
+        .start(Start::Seq(5));
+    let group = bus.subscribe_group::<Tick>(options, move |m: &Message<Tick>| {
+        record.push(m.seq());
+    });
+    bus.close();
+    // The log keeps 12..20: 5..12 were trimmed before the group started.
+    let mut seqs = seen.get();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (12..20).collect::<Vec<_>>());
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!(
+        (stats.received, stats.delivered, stats.dropped),
+        (15, 8, 7),
+        "{stats:?}"
+    );
+}
+
+/// Unsubscribing a keyless log group delivers what it had accepted (the messages in the log
+/// when it left), each once, and nothing published after.
+#[test]
+fn an_unsubscribed_keyless_log_group_delivers_what_it_accepted_and_no_more() {
+    let bus = Bus::builder().build();
+    let seen: Seen<u64> = Seen::new();
+    let record = seen.clone();
+    let options = Options::default().workers(3).capacity(8);
+    let group = bus.subscribe_group::<Visit>(options, move |m: &Message<Visit>| {
+        record.push(m.seq());
+    });
+    for n in 0..50 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    let stats = group.unsubscribe();
+    for n in 50..60 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    bus.close();
+    let mut seqs = seen.get();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..50).collect::<Vec<_>>());
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (50, 50), "{stats:?}");
+}
+
+/// What a log group cannot do is refused with what to do instead: `DropOldest` on a keyed
+/// group (a worker lapped by the trim cannot tell which of the messages it lost were its
+/// own, so its drops could not be counted).
+#[test]
+fn a_drop_oldest_keyed_group_on_a_log_topic_is_refused_with_the_way_out() {
     let bus = Bus::builder().build();
     let handler = |_: &Message<Visit>| {};
-    let error = bus
-        .try_subscribe_group::<Visit>(Options::default().workers(2), handler)
-        .unwrap_err();
-    assert!(
-        matches!(error, eventbus::SubscribeError::Group { .. }),
-        "{error}"
-    );
-    assert!(error.to_string().contains("key"), "{error}");
     let options = Options::default()
         .workers(2)
         .key(customer)
@@ -262,4 +537,55 @@ fn an_async_keyed_group_replays_a_log_one_key_in_order() {
     let stats = group.stats();
     identity_holds(&stats);
     assert_eq!((stats.received, stats.delivered), (100, 100));
+}
+
+/// The same with tasks: `subscribe_group_async` without a key on a log topic shares one
+/// position, history and live messages each to exactly one task, every task taking part.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_keyless_group_shares_a_log_each_message_once() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    for n in 0..40 {
+        bus.publish(Visit { customer: 0, n }).unwrap();
+    }
+    let seen: Seen<(tokio::task::Id, u64)> = Seen::new();
+    let record = seen.clone();
+    // Each task waits at its first message until all three are in their handlers.
+    let (arrived, _) = tokio::sync::watch::channel(HashSet::<tokio::task::Id>::new());
+    let arrived = Arc::new(arrived);
+    let count = Arc::clone(&arrived);
+    let options = Options::default().workers(3).start(Start::Earliest);
+    let group = bus.subscribe_group_async(options, move |m: Message<Visit>| {
+        let (record, arrived) = (record.clone(), Arc::clone(&arrived));
+        async move {
+            let task = tokio::task::id();
+            let mut first = false;
+            arrived.send_modify(|tasks| first = tasks.insert(task));
+            if first {
+                let mut all_in = arrived.subscribe();
+                let _ =
+                    tokio::time::timeout(PATIENCE, all_in.wait_for(|tasks| tasks.len() >= 3)).await;
+            }
+            record.push((task, m.seq()));
+        }
+    });
+    runtime.block_on(async {
+        for n in 40..80 {
+            bus.publish_async(Visit { customer: 0, n }).await.unwrap();
+        }
+        bus.close_async().await;
+    });
+    let seen = seen.get();
+    let mut seqs: Vec<u64> = seen.iter().map(|h| h.1).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..80).collect::<Vec<_>>(), "each message once");
+    assert_eq!(count.borrow().len(), 3, "every task took part");
+    let stats = group.stats();
+    identity_holds(&stats);
+    assert_eq!((stats.received, stats.delivered), (80, 80), "{stats:?}");
 }

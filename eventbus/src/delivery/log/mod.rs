@@ -72,9 +72,11 @@
 //! are let go of after it is released.
 
 mod reader;
+mod shared;
 pub(crate) mod slots;
 
 pub(crate) use reader::{reader, Closing, Reader};
+pub(crate) use shared::{unread, SharedReader};
 
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
@@ -218,6 +220,10 @@ pub(crate) struct Cursor {
     /// For a worker of a keyed group: messages whose key picks another worker, which it did
     /// not receive either: written by its worker.
     elsewhere: AtomicU64,
+    /// For a worker of a keyed group other than the first: a lap is counted by the first,
+    /// once for the group, and here as another worker's (see `Reader::fill`). Set before
+    /// it joins.
+    laps_elsewhere: AtomicBool,
     /// Whether its worker reads messages in their slots (a thread worker, `Block`).
     lends: bool,
     /// `IDLE`, `COPYING` or `UNPROTECTED` (see the module docs).

@@ -32,15 +32,24 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
         let upto = self.log.tail.load(Acquire).min(cursor.end.load(Acquire));
         let start = cursor.start.load(Acquire);
         let filtered = cursor.filtered.load(Acquire) + cursor.elsewhere.load(Acquire);
+        // What was saved for it when it left the log is not lapped (`Log::remove`).
+        let lapped = match cursor.saved.load(Acquire) {
+            true => 0,
+            false => oldest.min(upto).saturating_sub(read),
+        };
+        // A lap a keyed group's other worker counts is not this one's (see `fill`).
+        let (lapped, elsewhere) = match cursor.laps_elsewhere.load(Relaxed) {
+            true => (0, lapped),
+            false => (lapped, 0),
+        };
         Some(LogView {
-            received: upto.saturating_sub(start).saturating_sub(filtered),
+            received: upto
+                .saturating_sub(start)
+                .saturating_sub(filtered)
+                .saturating_sub(elsewhere),
             position,
             lag: upto.saturating_sub(position),
-            // What was saved for it when it left the log is not lapped (`Log::remove`).
-            lapped: match cursor.saved.load(Acquire) {
-                true => 0,
-                false => oldest.min(upto).saturating_sub(read),
-            },
+            lapped,
         })
     }
 }
@@ -163,6 +172,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         saved: AtomicBool::new(false),
         filtered: AtomicU64::new(0),
         elsewhere: AtomicU64::new(0),
+        laps_elsewhere: AtomicBool::new(false),
         lends: block.is_some() && !by_task,
         lend: AtomicU8::new(IDLE),
         lent: AtomicU64::new(NONE),
@@ -203,6 +213,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// Makes this the reader of lane `index` of a keyed group of `of` (before it joins).
     pub(crate) fn route(&mut self, index: usize, of: usize) {
         self.lane = Some((index, of));
+        self.cursor.laps_elsewhere.store(index != 0, Relaxed);
     }
 
     /// Joins a keyed group's readers to their log at `start`, at one position.
@@ -211,6 +222,25 @@ impl<T: Send + Sync + 'static> Reader<T> {
             let cursors: Vec<Arc<Cursor>> = readers.iter().map(|r| Arc::clone(&r.cursor)).collect();
             first.log.join_all(&cursors, start);
         }
+    }
+
+    /// For a reader a group shares (`shared.rs`): the next message in the log now, without
+    /// waiting, finished at once (the position moves past it as it is handed out: the
+    /// workers' handlers hold references of their own).
+    pub(super) fn hand_out(&mut self) -> Option<Message<T>> {
+        let message = self.take(false)?;
+        self.finish_in_hand();
+        Some(message)
+    }
+
+    /// For a reader a group shares: its log, its cursor and its stop signal, to wait on
+    /// without the reader.
+    pub(super) fn parts(&self) -> (Arc<Log<T>>, Arc<Cursor>, Receiver<()>) {
+        (
+            Arc::clone(&self.log),
+            Arc::clone(&self.cursor),
+            self.stop.clone(),
+        )
     }
 
     /// Joins the log at `start`: from here on the subscription receives.
@@ -536,14 +566,24 @@ impl<T: Send + Sync + 'static> Reader<T> {
         let mut read = self.cursor.read.load(Relaxed);
         let lapped_to = oldest.min(upto);
         if read < lapped_to {
-            for seq in read..lapped_to {
-                trace::dropped(self.log.topic, seq, &self.core.name, "trimmed from the log");
+            // A keyed group's readers are lapped alike (they join at one position and, as
+            // `Block` ones, hold the publishers until each has passed the gap; `DropOldest`
+            // is refused them): the first counts the gap as dropped, once for the group, the
+            // others as another worker's (no one can tell whose each message was).
+            let elsewhere = self.cursor.laps_elsewhere.load(Relaxed);
+            if !elsewhere {
+                for seq in read..lapped_to {
+                    trace::dropped(self.log.topic, seq, &self.core.name, "trimmed from the log");
+                }
             }
             // The lap stops showing in the view (`Retirer::log`) before it is counted, so a
             // stats reading sees it once or not yet (`queued` high for a moment), never twice
             // (`queued` low: a reader would think the subscription idle).
             self.cursor.read.store(lapped_to, Release);
-            Counters::add(&self.core.counters.dropped, lapped_to - read);
+            match elsewhere {
+                false => Counters::add(&self.core.counters.dropped, lapped_to - read),
+                true => Counters::add(&self.cursor.elsewhere, lapped_to - read),
+            }
             read = lapped_to;
             // Nothing is in hand: the position moves on with the read.
             self.cursor.position.store(read, SeqCst);

@@ -5,6 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Orderin
 
 use crate::options::Overflow;
 
+#[cfg(feature = "nats")]
+pub(crate) mod bridge;
+
 /// One subscription's counters. Each has one writer at a time: publishers (received, dropped)
 /// write under their topic's order lock, the worker writes the rest; so a bump is a load and
 /// a store, not a read-modify-write. A message the worker takes out of the mailbox counts as
@@ -341,6 +344,10 @@ pub struct BusStats {
     /// Dead letters the `on_dead_letter` (or `on_dead_letter_async`) hook was not shown
     /// because it fell behind (they are still in the store, or counted as discarded).
     pub dead_letter_hook_skipped: u64,
+    /// Each NATS bridge connected to the bus and not dropped (feature `nats`): its exports
+    /// and imports.
+    #[cfg(feature = "nats")]
+    pub bridges: Vec<bridge::BridgeStats>,
 }
 
 impl fmt::Display for BusStats {
@@ -411,6 +418,10 @@ impl fmt::Display for BusStats {
                 write!(f, ", log of {retained} from seq {oldest}")?;
             }
             writeln!(f)?;
+        }
+        #[cfg(feature = "nats")]
+        for bridge in &self.bridges {
+            write!(f, "{bridge}")?;
         }
         write!(
             f,
