@@ -71,3 +71,42 @@ fn the_lint_clean_subscribers_run() {
     assert!(std::error::Error::source(error("lints.io")).is_some());
     assert_eq!(shop::Envelope::<u64, 2>::name(), "Envelope<u64, 2>");
 }
+
+/// An async observer in a module without the prelude (feature `tokio`).
+#[cfg(feature = "tokio")]
+#[no_implicit_prelude]
+pub mod watch {
+    use ::eventbus::{observer, AnyMessage, Bus};
+
+    /// Observes every `lints.*` topic, awaiting.
+    ///
+    /// # Errors
+    ///
+    /// Never.
+    #[observer("lints.*", name = "lints.watch", retries = 1)]
+    pub async fn watch(
+        m: &AnyMessage,
+        bus: &Bus,
+    ) -> ::core::result::Result<(), ::std::string::String> {
+        ::tokio::task::yield_now().await;
+        let _ = (m.seq(), bus.is_closed());
+        ::core::result::Result::Ok(())
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn the_lint_clean_async_observer_runs() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let bus = eventbus::Bus::builder()
+            .registered_in("lints::watch")
+            .build();
+        bus.publish_async(shop::Order(1)).await.unwrap();
+        bus.close_async().await;
+        assert_eq!(bus.stats().subscriptions[0].delivered, 1);
+    });
+}

@@ -72,12 +72,6 @@ pub(crate) fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
     let handler = valid::handler(&function, &mut errors);
     if let Some(handler) = &handler {
         valid::retry_if(&settings, handler, &mut errors);
-        if handler.asynchronous {
-            errors.spanned(
-                function.sig.asyncness,
-                "an observer is a sync `fn` (async observers are not supported yet)",
-            );
-        }
         let any_message = match handler.topic {
             syn::Type::Path(path) => path
                 .path
@@ -130,6 +124,7 @@ fn registration(
     let asynchronous = handler.asynchronous;
     let message = match (handler.message, asynchronous) {
         (MessageParam::Payload, false) if pattern.is_some() => quote!(__message),
+        (MessageParam::Payload, true) if pattern.is_some() => quote!(&__message),
         (MessageParam::Payload, false) => quote!(#krate::Message::payload(__message)),
         (MessageParam::Whole, false) => quote!(__message),
         (MessageParam::Payload, true) => quote!(#krate::Message::payload(&__message)),
@@ -184,7 +179,34 @@ fn registration(
         let krate = at(krate, topic.span());
         quote_spanned!(topic.span()=> #krate::__private::subscribe_registered::<#topic, _>)
     };
-    let handle = if let Some(pattern) = pattern {
+    let handle = if let (Some(pattern), true) = (pattern, asynchronous) {
+        // Spanned so that a future that is not `Send`, or a missing `tokio` feature, is
+        // reported at the handler.
+        let span = handler.function.sig.ident.span();
+        let observe_async = {
+            let krate = at(krate, span);
+            quote_spanned!(span=> #krate::__private::observe_registered_async)
+        };
+        let attempt = quote_spanned! {span=>
+            async move {
+                let _ = &__bus;
+                #result
+            }
+        };
+        // Spanned so that a first parameter that is not `&AnyMessage` is reported on it.
+        let parameter = quote_spanned!(topic.span()=> #topic);
+        // The closure too, where a missing `tokio` feature is reported; its `use` is not
+        // (unused when the handler returns `()`, which is no concern of the user's).
+        let uses = quote!(use #krate::__private::{ViaError as _, ViaHandlerResult as _};);
+        let closure = quote_spanned! {span=>
+            move |__message: #parameter, __bus: #krate::Bus| {
+                #uses
+                #(#share)*
+                #attempt
+            }
+        };
+        quote!(#observe_async(bus, #pattern, options, #closure))
+    } else if let Some(pattern) = pattern {
         // Spanned so that a first parameter that is not `&AnyMessage` is reported on it.
         let observe = {
             let krate = at(krate, topic.span());

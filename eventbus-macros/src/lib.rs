@@ -52,6 +52,11 @@ pub fn subscriber(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `retries`, `backoff`, `name`, `filter` (a `fn(&AnyMessage) -> bool`), `priority` (a
 /// `fn(&AnyMessage) -> u8`), `retry_if` (a `fn(&E) -> bool` over the handler's error type)
 /// and `crate`.
+///
+/// An `async fn` observer (`#[observer("orders.*")] async fn audit(m: &AnyMessage)`, feature
+/// `tokio` of `eventbus`) runs as one tokio task on the bus's runtime, with the same
+/// parameters, options and promises: see `eventbus::Bus::observe_async`. Without `tokio` it
+/// is a compile error at the function's name.
 #[proc_macro_attribute]
 pub fn observer(args: TokenStream, input: TokenStream) -> TokenStream {
     expand::observer(args.into(), input.into()).into()

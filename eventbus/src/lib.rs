@@ -523,7 +523,9 @@
 //! every other way (mailbox, worker, overflow, retries, dead letters, stats) and sees each
 //! topic's messages in that topic's order. A full `Block` observer holds up every topic it
 //! observes, so an audit trail usually takes `DropOldest`. An observer may take a
-//! [`priority`](Options::priority) over [`AnyMessage`] (section 10).
+//! [`priority`](Options::priority) over [`AnyMessage`] (section 10). With feature `tokio`,
+//! an `async fn` observer (or `Bus::observe_async`) is one tokio task, with the same
+//! promises.
 //!
 //! ```
 //! use eventbus::{observer, AnyMessage, Bus, Topic};

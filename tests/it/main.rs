@@ -13,6 +13,8 @@
 #[cfg(feature = "tokio")]
 pub mod async_hook;
 #[cfg(feature = "tokio")]
+pub mod async_observer;
+#[cfg(feature = "tokio")]
 pub mod async_subscribers;
 pub mod bad_input;
 pub mod closing;

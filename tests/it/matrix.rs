@@ -34,15 +34,18 @@ pub enum Kind {
     KeyedGroup,
     /// `observe`: a thread worker over every matching topic.
     Observer,
+    /// `observe_async`: a task worker over every matching topic.
+    AsyncObserver,
 }
 
-const KINDS: [Kind; 6] = [
+const KINDS: [Kind; 7] = [
     Kind::Thread,
     Kind::Task,
     Kind::Stream,
     Kind::Group,
     Kind::KeyedGroup,
     Kind::Observer,
+    Kind::AsyncObserver,
 ];
 
 /// A kind of topic.
@@ -87,9 +90,11 @@ pub fn expected(kind: Kind, on: On, opt: Opt) -> Expect {
     use Expect::{Refused, Works};
     match (kind, on, opt) {
         // A key picks one of a group's workers; anything else has one.
-        (Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer, _, Opt::Key) => {
-            Refused("Group")
-        }
+        (
+            Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer | Kind::AsyncObserver,
+            _,
+            Opt::Key,
+        ) => Refused("Group"),
         // A mailbox topic keeps nothing to start from.
         (_, On::Mailbox, Opt::Start) => Refused("NoLog"),
         (Kind::Thread | Kind::Task | Kind::Stream | Kind::Group | Kind::KeyedGroup, _, _)
@@ -97,10 +102,10 @@ pub fn expected(kind: Kind, on: On, opt: Opt) -> Expect {
         {
             Works
         }
-        (Kind::Observer, On::Mailbox, _) => Works,
+        (Kind::Observer | Kind::AsyncObserver, On::Mailbox, _) => Works,
         // An observer has its own mailbox on every topic, a log topic's too; it starts now.
-        (Kind::Observer, On::Log, Opt::Start) => Refused("NoLog"),
-        (Kind::Observer, On::Log, _) => Works,
+        (Kind::Observer | Kind::AsyncObserver, On::Log, Opt::Start) => Refused("NoLog"),
+        (Kind::Observer | Kind::AsyncObserver, On::Log, _) => Works,
         // A keyed group's worker lapped by the trim cannot tell which of the messages it
         // lost were its own (a group without a key shares one position, lapped as one).
         (Kind::KeyedGroup, On::Log, Opt::DropOldest) => Refused("Group"),
@@ -226,7 +231,7 @@ fn options(kind: Kind, opt: Opt) -> Options {
     match kind {
         Kind::Group => options.workers(WORKERS),
         Kind::KeyedGroup => options.workers(WORKERS),
-        Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer => options,
+        Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer | Kind::AsyncObserver => options,
     }
 }
 
@@ -247,7 +252,7 @@ fn subscribe<T: Value>(
     let mut options = options(kind, opt);
     if opt == Opt::Filter {
         options = match kind {
-            Kind::Observer => options.filter(|m: &AnyMessage| {
+            Kind::Observer | Kind::AsyncObserver => options.filter(|m: &AnyMessage| {
                 let value = m
                     .downcast_ref::<T>()
                     .map(Value::value)
@@ -286,6 +291,17 @@ fn subscribe<T: Value>(
                 .map(Value::value)
                 .expect("only T here");
             record.push(m.seq(), value);
+        })?,
+        Kind::AsyncObserver => bus.observe_async("matrix.*", options, move |m: AnyMessage| {
+            let (record, gate) = (record.clone(), gate.clone());
+            async move {
+                gate.passed().await;
+                let value = m
+                    .downcast_ref::<T>()
+                    .map(Value::value)
+                    .expect("only T here");
+                record.push(m.seq(), value);
+            }
         })?,
         Kind::Stream => {
             let mut stream: MessageStream<T> = bus.try_stream::<T>(options)?;
@@ -392,7 +408,7 @@ fn check(
                 assert!(sorted(&seqs), "{at}: key {key} out of order: {seqs:?}");
             }
         }
-        Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer => {
+        Kind::Thread | Kind::Task | Kind::Stream | Kind::Observer | Kind::AsyncObserver => {
             let order: Vec<u64> = seen.iter().map(|(_, seq, _)| *seq).collect();
             assert!(sorted(&order), "{at}: out of the topic's order: {order:?}");
         }
@@ -493,6 +509,11 @@ fn observer() {
     kind(Kind::Observer);
 }
 
+#[test]
+fn async_observer() {
+    kind(Kind::AsyncObserver);
+}
+
 /// Each kind has its test above: a kind added to `KINDS` without one fails here.
 #[test]
 fn every_kind_has_its_test() {
@@ -503,6 +524,7 @@ fn every_kind_has_its_test() {
         "group",
         "keyed_group",
         "observer",
+        "async_observer",
     ];
     assert_eq!(KINDS.len(), tested.len());
     for kind in KINDS {

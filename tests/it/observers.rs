@@ -591,3 +591,57 @@ fn a_generic_topic_is_observed_by_its_name() {
         .observe("orders>", Options::default(), |_: &AnyMessage| {})
         .is_err());
 }
+
+/// A `retry_if` written for another type than the observer's error would never be asked
+/// (every failure retried): refused at `observe`, as at `subscribe`.
+#[test]
+fn an_observer_with_a_retry_if_for_another_type_is_refused() {
+    let bus = Bus::builder().build();
+    let wrong = Options::default().retry_if(|_: &std::io::Error| false);
+    let error = bus
+        .observe(
+            "orders.*",
+            wrong.clone().name("audit"),
+            |_: &AnyMessage| -> Result<(), String> { Err("no".to_owned()) },
+        )
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::RetryIf { .. }), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("audit") && text.contains("orders.*"),
+        "{text}"
+    );
+    assert!(
+        text.contains("io::error::Error") && text.contains("String"),
+        "{text}"
+    );
+    // A handler that cannot fail has no error to ask about.
+    let error = bus
+        .observe("orders.*", wrong, |_: &AnyMessage| {})
+        .unwrap_err();
+    assert!(
+        matches!(error, SubscribeError::RetryIf { error: "()", .. }),
+        "{error}"
+    );
+    // One written for the handler's error is kept, and asked.
+    let asked = Options::default()
+        .retries(3)
+        .backoff(std::time::Duration::ZERO)
+        .retry_if(|e: &String| e != "permanent");
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = std::sync::Arc::clone(&attempts);
+    let audit = bus
+        .observe(
+            "orders.*",
+            asked,
+            move |_: &AnyMessage| -> Result<(), String> {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err("permanent".to_owned())
+            },
+        )
+        .unwrap();
+    bus.publish(Placed { id: 1 }).unwrap();
+    bus.close();
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(audit.stats().dead_lettered, 1);
+}

@@ -1,5 +1,5 @@
-//! The facade's async half (feature `tokio`): async subscribers as tokio tasks,
-//! `publish_async`, `close_async`, and a subscription as a [`Stream`].
+//! The facade's async half (feature `tokio`): async subscribers and observers as tokio
+//! tasks, `publish_async`, `close_async`, and a subscription as a [`Stream`].
 //!
 //! Nothing here holds a lock across an `.await`: a task waits for its mailbox, for room, or
 //! for its topic's turn by listening, looking again, then sleeping (`wake.rs`).
@@ -19,7 +19,7 @@ use crate::engine::Engine;
 use crate::error::SubscribeError;
 use crate::error::{PublishError, PublishTimeoutError};
 use crate::handler::HandlerResult;
-use crate::message::Message;
+use crate::message::{AnyMessage, Message};
 use crate::options::Options;
 use crate::stats::CloseReport;
 use crate::stats::Counters;
@@ -190,6 +190,95 @@ impl Bus {
                 let attempt = handler(message);
                 async move { attempt.await.into_result() }
             })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts an async observer: like [`observe`](Bus::observe), a subscriber of every
+    /// topic whose name matches `pattern` (those made later included), whose worker is one
+    /// tokio task on the bus's runtime. The handler takes the message by value, an
+    /// [`AnyMessage`] (its own share, so its future may hold it across `.await`s), and
+    /// returns a `Send` future whose output is `()` or `Result<(), E: Display>`.
+    ///
+    /// The promises of `observe` hold: each topic's messages in that topic's order, one at
+    /// a time; its own bounded mailbox with its overflow policy; an `Err` or a panic is a
+    /// failed attempt, retried with the runtime's timer, then a dead letter; a close
+    /// delivers everything accepted.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::NoRuntime`] when the bus has no tokio runtime; otherwise as
+    /// [`observe`](Bus::observe).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eventbus::{AnyMessage, Bus, Options, Topic};
+    ///
+    /// #[derive(Topic, Debug)]
+    /// #[topic(name = "orders.placed")]
+    /// struct Placed { id: u64 }
+    ///
+    /// #[derive(Topic, Debug)]
+    /// #[topic(name = "orders.shipped")]
+    /// struct Shipped { id: u64 }
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let bus = Bus::builder().build(); // takes the current runtime
+    /// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    /// bus.observe_async("orders.*", Options::default().name("audit"), move |m: AnyMessage| {
+    ///     let tx = tx.clone();
+    ///     async move {
+    ///         tokio::task::yield_now().await; // a write to the audit log
+    ///         tx.send(format!("{} #{}: {:?}", m.topic(), m.seq(), m)).unwrap();
+    ///     }
+    /// })
+    /// .unwrap();
+    /// bus.publish_async(Placed { id: 7 }).await.unwrap();
+    /// bus.publish_async(Shipped { id: 7 }).await.unwrap();
+    /// bus.close_async().await;
+    /// assert_eq!(rx.recv().await.unwrap(), "orders.placed #0: Placed { id: 7 }");
+    /// assert_eq!(rx.recv().await.unwrap(), "orders.shipped #0: Shipped { id: 7 }");
+    /// # });
+    /// ```
+    pub fn observe_async<F, A, R>(
+        &self,
+        pattern: &str,
+        options: Options,
+        mut handler: F,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        F: FnMut(AnyMessage) -> A + Send + 'static,
+        A: Future<Output = R> + Send + 'static,
+        R: HandlerResult,
+    {
+        self.engine
+            .check_observer_retry_if(pattern, &options, R::error_type())?;
+        let core =
+            self.engine
+                .observe_task(pattern, options, move |message: Message<AnyMessage>| {
+                    let attempt = handler(message.payload().share());
+                    async move { attempt.await.into_result() }
+                })?;
+        Ok(Subscription::new(Arc::clone(&self.engine), core))
+    }
+
+    /// Starts a registered async observer, whose handler also gets a handle to the bus.
+    pub(crate) fn observe_registered_async<H, A>(
+        &self,
+        pattern: &str,
+        options: Options,
+        handler: H,
+    ) -> Result<Subscription, SubscribeError>
+    where
+        H: Fn(AnyMessage, Bus) -> A + Send + 'static,
+        A: Future<Output = Result<(), crate::handler::Failure>> + Send + 'static,
+    {
+        let bus = self.worker_handle();
+        let core =
+            self.engine
+                .observe_task(pattern, options, move |message: Message<AnyMessage>| {
+                    handler(message.payload().share(), bus.clone())
+                })?;
         Ok(Subscription::new(Arc::clone(&self.engine), core))
     }
 

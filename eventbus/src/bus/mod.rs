@@ -552,7 +552,8 @@ impl Bus {
     ///
     /// [`SubscribeError::Pattern`] for a malformed pattern (empty, an empty segment as in
     /// `orders..x`, `>` not last); [`SubscribeError::Group`] for `workers`;
-    /// [`SubscribeError::NoLog`] for a start other than now; otherwise as
+    /// [`SubscribeError::NoLog`] for a start other than now; [`SubscribeError::RetryIf`] for
+    /// a `retry_if` of another type than the handler's error; otherwise as
     /// [`try_subscribe`](Bus::try_subscribe). A filter on an observer takes `&AnyMessage`.
     ///
     /// # Examples
@@ -586,6 +587,8 @@ impl Bus {
         F: FnMut(&AnyMessage) -> R + Send + 'static,
         R: HandlerResult,
     {
+        self.engine
+            .check_observer_retry_if(pattern, &options, R::error_type())?;
         let core =
             self.engine
                 .observe(pattern, options, move |message: &Message<AnyMessage>| {

@@ -111,25 +111,32 @@ pub(crate) fn check_retry_if<T: Topic>(
     options: &Options,
     error: Option<(std::any::TypeId, &'static str)>,
 ) -> Result<(), crate::error::SubscribeError> {
+    check_retry_if_of(engine, T::name, options, error)
+}
+
+/// As [`check_retry_if`], for a subscription whose topic is `topic()` (an observer's
+/// pattern).
+pub(crate) fn check_retry_if_of(
+    engine: &Engine,
+    topic: impl FnOnce() -> &'static str,
+    options: &Options,
+    error: Option<(std::any::TypeId, &'static str)>,
+) -> Result<(), crate::error::SubscribeError> {
     let Some(retry_if) = &options.retry_if else {
         return Ok(());
     };
-    let refused = |written_for: &'static str, error: &'static str| {
-        let id = engine.next_subscription.load(Relaxed);
-        crate::error::SubscribeError::RetryIf {
-            name: subscription_name(options, id),
-            topic: T::name(),
-            written_for,
-            error,
-        }
+    let error = match error {
+        None => "()",
+        Some((type_id, _)) if retry_if.written_for_type() == type_id => return Ok(()),
+        Some((_, name)) => name,
     };
-    match error {
-        None => Err(refused(retry_if.written_for(), "()")),
-        Some((type_id, name)) => match retry_if.written_for_type() == type_id {
-            true => Ok(()),
-            false => Err(refused(retry_if.written_for(), name)),
-        },
-    }
+    let id = engine.next_subscription.load(Relaxed);
+    Err(crate::error::SubscribeError::RetryIf {
+        name: subscription_name(options, id),
+        topic: topic(),
+        written_for: retry_if.written_for(),
+        error,
+    })
 }
 
 /// A subscription's name: the one given, else `subscription-N`.

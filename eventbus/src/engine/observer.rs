@@ -1,5 +1,6 @@
 //! Subscribing an observer: a subscriber of every topic whose name matches a pattern, those
-//! made later too (see `delivery/observer.rs`).
+//! made later too (see `delivery/observer.rs`), its worker a thread or (feature `tokio`) a
+//! task.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -13,10 +14,11 @@ use crate::error::SubscribeError;
 use crate::message::AnyMessage;
 use crate::options::Options;
 use crate::options::Start;
+use crate::worker;
 use crate::worker::thread::Run;
-use crate::worker::{self, Context, Source};
+use crate::worker::{Context, Source};
 
-use super::{interned, is_group, subscription_name, Engine, Entry};
+use super::{interned, is_group, subscription_name, Engine, Entry, Launch};
 
 impl Engine {
     /// Starts an observer of the topics whose names match `pattern` (`observer.rs`): a
@@ -26,6 +28,58 @@ impl Engine {
         pattern: &str,
         options: Options,
         handler: impl Run<AnyMessage>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        self.observe_with(
+            pattern,
+            options,
+            Consumer::Worker,
+            |source, core, context| worker::thread::spawn(source, core, context, handler),
+        )
+    }
+
+    /// Starts an observer like [`observe`](Engine::observe) whose worker is a task running
+    /// `handler` on the bus's runtime.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn observe_task(
+        &self,
+        pattern: &str,
+        options: Options,
+        handler: impl worker::task::RunAsync<AnyMessage>,
+    ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let Some(runtime) = self.runtime.get().cloned() else {
+            return Err(SubscribeError::NoRuntime {
+                name: subscription_name(&options, self.next_subscription.load(Relaxed)),
+            });
+        };
+        self.observe_with(
+            pattern,
+            options,
+            Consumer::Task,
+            move |source, core, context| {
+                worker::task::spawn(&runtime, source, core, context, handler);
+                Ok(())
+            },
+        )
+    }
+
+    /// Refuses a `retry_if` written for another type than an observer's handler's error
+    /// (`error`), as `check_retry_if` does a subscriber's.
+    pub(crate) fn check_observer_retry_if(
+        &self,
+        pattern: &str,
+        options: &Options,
+        error: Option<(std::any::TypeId, &'static str)>,
+    ) -> Result<(), SubscribeError> {
+        super::check_retry_if_of(self, || interned(pattern), options, error)
+    }
+
+    /// Starts an observer whose mailbox `launch` hands to its worker.
+    fn observe_with(
+        &self,
+        pattern: &str,
+        options: Options,
+        consumer: Consumer,
+        launch: impl Launch<AnyMessage>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let name = || subscription_name(&options, self.next_subscription.load(Relaxed));
         let parsed = Pattern::parse(pattern).map_err(|why| SubscribeError::Pattern {
@@ -48,20 +102,20 @@ impl Engine {
             });
         }
         self.subscribe_checked::<AnyMessage, _>(topic, None, options, 1, |this, id, options| {
-            let name: Arc<str> = subscription_name(&options, id).into();
-            this.start_observer(id, name, parsed, topic, options, handler)
+            this.start_observer(id, parsed, topic, options, consumer, launch)
         })
     }
 
-    pub(super) fn start_observer(
+    fn start_observer(
         &self,
         id: u64,
-        name: Arc<str>,
         pattern: Pattern,
         topic: &'static str,
         options: Options,
-        handler: impl Run<AnyMessage>,
+        consumer: Consumer,
+        launch: impl Launch<AnyMessage>,
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
+        let name: Arc<str> = subscription_name(&options, id).into();
         let context = Context {
             bus: self.id,
             lifecycle: Arc::clone(&self.lifecycle),
@@ -70,30 +124,25 @@ impl Engine {
         let (turn, waits) = (Arc::new(Turn::default()), Arc::new(TopicWaits::default()));
         let handouts = Inlet::handouts(&turn, &waits);
         let (capacity, priority) = (options.capacity, options.priority.clone());
+        // A task's mailbox announces every arrival (see `mailbox.rs`).
+        let by_task = consumer != Consumer::Worker;
         let new_core = |retirer| {
-            SubscriptionCore::new(
-                id,
-                Arc::clone(&name),
-                topic,
-                options,
-                Consumer::Worker,
-                retirer,
-            )
+            SubscriptionCore::new(id, Arc::clone(&name), topic, options, consumer, retirer)
         };
         let (outbox, source) = match priority {
             None => {
-                let (outbox, inbox) = mailbox(capacity, handouts, false, new_core);
+                let (outbox, inbox) = mailbox(capacity, handouts, by_task, new_core);
                 (outbox, Source::Mailbox(inbox))
             }
             Some(priority) => {
                 let (outbox, inbox) =
-                    priority::mailbox(capacity, priority, handouts, false, new_core);
+                    priority::mailbox(capacity, priority, handouts, by_task, new_core);
                 (outbox, Source::Priority(inbox))
             }
         };
         let core = Arc::clone(&outbox.core);
         self.lifecycle.started(Arc::clone(&core));
-        let spawned = worker::thread::spawn(source, Arc::clone(&core), context, handler);
+        let spawned = launch(source, Arc::clone(&core), context);
         if let Err(source) = spawned {
             self.lifecycle.finished(&core);
             return Err(SubscribeError::Spawn {

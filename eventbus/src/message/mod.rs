@@ -245,6 +245,9 @@ trait Erased: Send + Sync {
     fn debug(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     fn serializable(&self) -> Option<&dyn Serializable>;
+    /// Another share of the message (for an async observer's attempt).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    fn share(&self) -> Box<dyn Erased>;
 }
 
 /// A value that can become JSON (feature `serde`): every `T: Serialize`. Not for direct use.
@@ -297,6 +300,16 @@ impl<T: Send + Sync + 'static> Erased for Typed<T> {
     fn serializable(&self) -> Option<&dyn Serializable> {
         (self.recorded.serializable)(self.message.payload())
     }
+
+    fn share(&self) -> Box<dyn Erased> {
+        Box::new(Typed {
+            message: self.message.clone(),
+            recorded: Recorded {
+                debug: self.recorded.debug,
+                serializable: self.recorded.serializable,
+            },
+        })
+    }
 }
 
 impl AnyMessage {
@@ -307,6 +320,15 @@ impl AnyMessage {
     ) -> Self {
         AnyMessage {
             message: Box::new(Typed { message, recorded }),
+        }
+    }
+
+    /// Another share of the same message: what an async observer's handler owns, one per
+    /// attempt.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn share(&self) -> AnyMessage {
+        AnyMessage {
+            message: self.message.share(),
         }
     }
 

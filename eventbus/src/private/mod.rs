@@ -141,6 +141,45 @@ where
     bus.subscribe_registered_async(options, handler)
 }
 
+/// Starts a registered async observer, whose handler also gets the bus.
+#[cfg(feature = "tokio")]
+pub fn observe_registered_async<H, A>(
+    bus: &Bus,
+    pattern: &str,
+    options: Options,
+    handler: H,
+) -> Result<Subscription, SubscribeError>
+where
+    H: Fn(AnyMessage, Bus) -> A + Send + 'static,
+    A: std::future::Future<Output = Result<(), Failure>> + Send + 'static,
+{
+    bus.observe_registered_async(pattern, options, handler)
+}
+
+/// Without the `tokio` feature an `async fn` observer cannot start: this says so where it
+/// is written.
+#[cfg(not(feature = "tokio"))]
+#[diagnostic::on_unimplemented(
+    message = "`async fn` observers need the `tokio` feature of `eventbus`",
+    label = "an async observer, but `eventbus` was built without `tokio`",
+    note = "enable it in Cargo.toml: `eventbus = {{ version = \"...\", features = [\"tokio\"] }}`"
+)]
+pub trait AsyncObserversNeedTokio {}
+
+/// Refuses to compile without the `tokio` feature (see `AsyncObserversNeedTokio`).
+#[cfg(not(feature = "tokio"))]
+pub fn observe_registered_async<H>(
+    _: &Bus,
+    _: &str,
+    _: Options,
+    _: H,
+) -> Result<Subscription, SubscribeError>
+where
+    H: AsyncObserversNeedTokio,
+{
+    unreachable!("no implementation of AsyncObserversNeedTokio exists")
+}
+
 /// Without the `tokio` feature an `async fn` subscriber cannot start: this says so where
 /// it is written.
 #[cfg(not(feature = "tokio"))]

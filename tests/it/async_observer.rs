@@ -1,0 +1,395 @@
+//! Async observers (feature `tokio`): `Bus::observe_async` and `#[observer] async fn`, a
+//! tokio task observing every topic whose name matches a pattern, with the promises of a
+//! sync observer: every matching topic (those made later too), each topic's messages in that
+//! topic's order, retries then dead letters, a close that drains, a panic that the task
+//! survives.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use eventbus::{observer, AnyMessage, Bus, Options, SubscribeError, Topic};
+use support::Seen;
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(name = "shop.placed")]
+struct Placed(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(name = "shop.shipped")]
+struct Shipped(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(name = "shop.placed.eu")]
+struct PlacedEu(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(name = "bank.paid")]
+struct Paid(u64);
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A bus on `runtime`.
+fn bus_on(runtime: &tokio::runtime::Runtime) -> Bus {
+    let _inside = runtime.enter();
+    Bus::builder().build()
+}
+
+/// The value of a message of any of this module's topics.
+fn value(m: &AnyMessage) -> u64 {
+    m.downcast_ref::<Placed>()
+        .map(|p| p.0)
+        .or_else(|| m.downcast_ref::<Shipped>().map(|s| s.0))
+        .or_else(|| m.downcast_ref::<PlacedEu>().map(|p| p.0))
+        .or_else(|| m.downcast_ref::<Paid>().map(|p| p.0))
+        .expect("one of this module's topics")
+}
+
+/// An async observer of `pattern` that records (topic, seq, value), awaiting first so the
+/// message really is held across an `.await`.
+fn recorder(
+    bus: &Bus,
+    pattern: &str,
+    options: Options,
+) -> (eventbus::Subscription, Seen<(&'static str, u64, u64)>) {
+    let seen = Seen::new();
+    let record = seen.clone();
+    let subscription = bus
+        .observe_async(pattern, options, move |m: AnyMessage| {
+            let record = record.clone();
+            async move {
+                tokio::task::yield_now().await;
+                record.push((m.topic(), m.seq(), value(&m)));
+            }
+        })
+        .unwrap();
+    (subscription, seen)
+}
+
+#[test]
+fn an_async_observer_sees_every_matching_topic_those_made_later_too() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    // Made before the observer: observed from the next message on.
+    bus.publish(Placed(0)).unwrap();
+    let (audit, seen) = recorder(&bus, "shop.*", Options::default().name("audit"));
+    bus.publish(Placed(1)).unwrap();
+    // Made after it: observed from its first message.
+    bus.publish(Shipped(2)).unwrap();
+    bus.publish(PlacedEu(3)).unwrap(); // `shop.placed.eu`: one segment too many
+    bus.publish(Paid(4)).unwrap(); // another prefix
+    bus.publish(Shipped(5)).unwrap();
+    bus.publish(Placed(6)).unwrap();
+    runtime.block_on(bus.close_async());
+    let mut by_topic: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for (topic, seq, value) in seen.get() {
+        by_topic.entry(topic).or_default().push((seq, value));
+    }
+    assert_eq!(
+        by_topic,
+        BTreeMap::from([
+            ("shop.placed", vec![(1, 1), (2, 6)]),
+            ("shop.shipped", vec![(0, 2), (1, 5)]),
+        ])
+    );
+    let stats = audit.stats();
+    assert_eq!(
+        (stats.topic, stats.received, stats.delivered),
+        ("shop.*", 4, 4)
+    );
+}
+
+/// Two publisher threads per topic, two topics: the observer sees each topic's messages in
+/// that topic's order (its seqs, which the publishers' interleaving decides).
+#[test]
+fn an_async_observer_sees_each_topics_messages_in_that_topics_order() {
+    const EACH: u64 = 200;
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let (_audit, seen) = recorder(&bus, "shop.*", Options::default().capacity(8));
+    let start = Barrier::new(4);
+    std::thread::scope(|scope| {
+        for publisher in 0..4u64 {
+            let (bus, start) = (&bus, &start);
+            scope.spawn(move || {
+                start.wait();
+                for n in 0..EACH {
+                    let value = publisher * EACH + n;
+                    match publisher % 2 {
+                        0 => bus.publish(Placed(value)).unwrap(),
+                        _ => bus.publish(Shipped(value)).unwrap(),
+                    };
+                }
+            });
+        }
+    });
+    runtime.block_on(bus.close_async());
+    let seen = seen.get();
+    assert_eq!(seen.len() as u64, 4 * EACH);
+    for topic in ["shop.placed", "shop.shipped"] {
+        let seqs: Vec<u64> = seen
+            .iter()
+            .filter(|(t, _, _)| *t == topic)
+            .map(|(_, seq, _)| *seq)
+            .collect();
+        assert_eq!(seqs, (0..2 * EACH).collect::<Vec<_>>(), "{topic}");
+        // Each of the topic's publishers' messages in the order it published them.
+        for publisher in (0..4u64).filter(|p| (p % 2 == 0) == (topic == "shop.placed")) {
+            let values: Vec<u64> = seen
+                .iter()
+                .filter(|(t, _, v)| *t == topic && v / EACH == publisher)
+                .map(|(_, _, v)| *v)
+                .collect();
+            let expected: Vec<u64> = (publisher * EACH..(publisher + 1) * EACH).collect();
+            assert_eq!(values, expected, "{topic}, publisher {publisher}");
+        }
+    }
+}
+
+#[test]
+fn an_async_observer_retries_then_keeps_a_dead_letter() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let attempts = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&attempts);
+    let seen = Seen::new();
+    let record = seen.clone();
+    let audit = bus
+        .observe_async(
+            "shop.*",
+            Options::default()
+                .name("audit")
+                .retries(2)
+                .backoff(Duration::from_millis(1)),
+            move |m: AnyMessage| {
+                let (counted, record) = (Arc::clone(&counted), record.clone());
+                async move {
+                    tokio::task::yield_now().await;
+                    if value(&m) == 13 {
+                        counted.fetch_add(1, SeqCst);
+                        return Err(format!("{} refused", value(&m)));
+                    }
+                    record.push(value(&m));
+                    Ok(())
+                }
+            },
+        )
+        .unwrap();
+    for value in [1, 13, 2] {
+        bus.publish(Placed(value)).unwrap();
+    }
+    runtime.block_on(bus.close_async());
+    assert_eq!(seen.get(), [1, 2]);
+    assert_eq!(attempts.load(SeqCst), 3);
+    let letters = bus.dead_letters();
+    assert_eq!(letters.len(), 1);
+    let letter = &letters[0];
+    assert_eq!(
+        (letter.subscriber(), letter.topic(), letter.seq()),
+        ("audit", "shop.placed", 1)
+    );
+    assert_eq!((letter.attempts(), letter.error()), (3, "13 refused"));
+    let stats = audit.stats();
+    assert_eq!(
+        (
+            stats.delivered,
+            stats.failed,
+            stats.retried,
+            stats.dead_lettered
+        ),
+        (2, 3, 2, 1)
+    );
+}
+
+#[test]
+fn an_async_observer_survives_a_panicking_handler() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let seen = Seen::new();
+    let record = seen.clone();
+    let audit = bus
+        .observe_async(
+            "shop.>",
+            Options::default().name("audit"),
+            move |m: AnyMessage| {
+                // A panic while making the future, and one while polling it.
+                assert_ne!(value(&m), 2, "two while making the future");
+                let record = record.clone();
+                async move {
+                    tokio::task::yield_now().await;
+                    assert_ne!(value(&m), 4, "four while polling");
+                    record.push(value(&m));
+                }
+            },
+        )
+        .unwrap();
+    for value in 1..=5 {
+        bus.publish(PlacedEu(value)).unwrap();
+    }
+    runtime.block_on(bus.close_async());
+    assert_eq!(seen.get(), [1, 3, 5]);
+    let letters = bus.dead_letters();
+    let errors: Vec<(u64, bool)> = letters
+        .iter()
+        .map(|l| {
+            (
+                l.seq(),
+                l.error().starts_with("panicked") && l.error().contains("while"),
+            )
+        })
+        .collect();
+    assert_eq!(errors, [(1, true), (3, true)]);
+    let stats = audit.stats();
+    assert_eq!((stats.delivered, stats.dead_lettered), (3, 2));
+}
+
+/// A close delivers everything the observer's mailbox accepted, though its task was held
+/// when the close began.
+#[test]
+fn closing_drains_an_async_observer() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let seen = Seen::new();
+    let record = seen.clone();
+    let started = support::Signal::new();
+    let signal = started.clone();
+    let audit = bus
+        .observe_async(
+            "shop.*",
+            Options::default().capacity(64),
+            move |m: AnyMessage| {
+                let (record, signal, mut gate) = (record.clone(), signal.clone(), gate.clone());
+                async move {
+                    signal.send(m.seq());
+                    let _ = gate.wait_for(|open| *open).await;
+                    record.push(value(&m));
+                }
+            },
+        )
+        .unwrap();
+    for value in 0..50 {
+        bus.publish(Placed(value)).unwrap();
+    }
+    assert_eq!(started.next(), 0); // held at its first message, the rest queued
+    let closer = bus.clone();
+    let closing = std::thread::spawn(move || closer.close());
+    support::until("the close began", || bus.is_closed());
+    assert!(!bus.is_drained());
+    open.send_replace(true);
+    closing.join().unwrap();
+    assert_eq!(seen.get(), (0..50).collect::<Vec<_>>());
+    let stats = audit.stats();
+    assert_eq!((stats.delivered, stats.queued, stats.dropped), (50, 0, 0));
+}
+
+#[test]
+fn an_async_observer_needs_a_runtime_and_a_retry_if_of_its_error() {
+    let bus = Bus::builder().build(); // no runtime here
+    let error = bus
+        .observe_async(
+            "shop.*",
+            Options::default().name("audit"),
+            |_: AnyMessage| async {},
+        )
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::NoRuntime { .. }), "{error}");
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let wrong = Options::default().retry_if(|_: &std::io::Error| false);
+    let error = bus
+        .observe_async("shop.*", wrong, |_: AnyMessage| async {
+            Err::<(), _>("no".to_owned())
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SubscribeError::RetryIf {
+                topic: "shop.*",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let error = bus
+        .observe_async("shop..x", Options::default(), |_: AnyMessage| async {})
+        .unwrap_err();
+    assert!(matches!(error, SubscribeError::Pattern { .. }), "{error}");
+    bus.close();
+}
+
+mod registered {
+    use super::*;
+
+    pub(super) static AUDITED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    #[derive(Default)]
+    pub(super) struct Tally(pub(super) AtomicU64);
+
+    #[observer(
+        "shop.*",
+        capacity = 100,
+        retries = 1,
+        backoff = "1ms",
+        name = "async_audit"
+    )]
+    async fn audit(m: &AnyMessage, tally: eventbus::State<Tally>, bus: &Bus) -> Result<(), String> {
+        let _ = bus;
+        tokio::task::yield_now().await;
+        if tally.0.fetch_add(1, SeqCst) == 0 {
+            return Err("first attempt fails".to_owned());
+        }
+        let line = format!("{} #{}: {:?}", m.topic(), m.seq(), m);
+        AUDITED.lock().unwrap().push(line);
+        Ok(())
+    }
+
+    pub(super) fn here() -> &'static str {
+        module_path!()
+    }
+}
+
+#[test]
+fn an_async_observer_attribute_registers_an_async_observer() {
+    let registered = Bus::registered();
+    let audit = registered.iter().find(|s| s.name == "async_audit").unwrap();
+    assert_eq!((audit.topic, audit.function), ("shop.*", "audit"));
+    let runtime = runtime();
+    runtime.block_on(async {
+        let bus = Bus::builder()
+            .state(registered::Tally::default())
+            .registered_in(registered::here())
+            .build();
+        bus.publish_async(Placed(1)).await.unwrap();
+        bus.publish_async(Shipped(2)).await.unwrap();
+        bus.publish_async(Paid(3)).await.unwrap();
+        bus.close_async().await;
+        assert_eq!(
+            *registered::AUDITED.lock().unwrap(),
+            ["shop.placed #0: Placed(1)", "shop.shipped #0: Shipped(2)"]
+        );
+        let stats = bus.stats();
+        let audit = &stats.subscriptions[0];
+        assert_eq!(
+            (audit.topic, audit.delivered, audit.retried),
+            ("shop.*", 2, 1)
+        );
+    });
+    // Without a runtime it cannot start, and says so before anything starts.
+    let error = Bus::builder()
+        .state(registered::Tally::default())
+        .registered_in(registered::here())
+        .try_build()
+        .unwrap_err();
+    assert!(error.to_string().contains("no tokio runtime"), "{error}");
+}

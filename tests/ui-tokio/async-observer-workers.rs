@@ -1,0 +1,6 @@
+use eventbus::{observer, AnyMessage};
+
+#[observer("orders.*", workers = 2)]
+async fn audit(_: &AnyMessage) {}
+
+fn main() {}

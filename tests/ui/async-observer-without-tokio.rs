@@ -1,0 +1,6 @@
+use eventbus::{observer, AnyMessage};
+
+#[observer("orders.*")]
+async fn audit(_: &AnyMessage) {}
+
+fn main() {}
