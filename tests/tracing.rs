@@ -327,3 +327,58 @@ fn an_async_attempt_is_a_span_across_its_awaits_that_follows_from_the_publisher(
         assert!(links.contains(&(attempt(n), request.clone())), "{links:#?}");
     }
 }
+
+#[test]
+fn an_async_observers_attempt_is_a_span_across_its_awaits_that_follows_from_the_publisher() {
+    use tracing::Instrument;
+
+    #[derive(Topic, Debug)]
+    #[topic(name = "trace.observed")]
+    struct Audited;
+
+    let recorded = &global().1;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let bus = Bus::builder().build();
+        let options = Options::default().name("auditor");
+        bus.observe_async(
+            "trace.observed",
+            options,
+            |_m: eventbus::AnyMessage| async {
+                tracing::info!(audit = 7, "before the await");
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                tokio::task::yield_now().await;
+                tracing::info!(audit = 7, "after the await");
+            },
+        )
+        .unwrap();
+        let request = tracing::info_span!("http.request", path = "/observed");
+        bus.publish_async(Audited)
+            .instrument(request)
+            .await
+            .unwrap();
+        bus.close_async().await;
+    });
+
+    let attempt = Seen {
+        name: "eventbus.attempt",
+        fields: "topic=\"trace.observed\" seq=0 subscriber=\"auditor\" attempt=1".into(),
+    };
+    let events = recorded.events.lock().unwrap().clone();
+    let ours: Vec<Option<Seen>> = events
+        .into_iter()
+        .filter(|(fields, _)| fields.contains("audit=7"))
+        .map(|(_, span)| span)
+        .collect();
+    assert_eq!(ours, vec![Some(attempt.clone()), Some(attempt.clone())]);
+    let request = Seen {
+        name: "http.request",
+        fields: "path=\"/observed\"".into(),
+    };
+    let links = recorded.links.lock().unwrap().clone();
+    assert!(links.contains(&(attempt, request)), "{links:#?}");
+}
