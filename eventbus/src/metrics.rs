@@ -110,7 +110,7 @@ pub fn try_install(bus: &Bus, interval: Duration) -> std::io::Result<MetricsHand
     let thread = std::thread::Builder::new()
         .name("eventbus-metrics".into())
         .spawn(move || {
-            let mut shown = BTreeSet::new();
+            let mut shown = Shown::default();
             loop {
                 // Read before the sample: a bus closed by then is sampled once more, finished.
                 let closed = bus.is_drained();
@@ -303,7 +303,7 @@ impl Sums {
 /// Sets every metric from one snapshot. `shown`: the series of the last snapshot; one whose
 /// subscriptions are all gone has nothing queued or in a handler any more, so its gauges go
 /// to 0 instead of keeping a level no alert could clear.
-fn record(stats: &BusStats, shown: &mut BTreeSet<(&'static str, String)>) {
+fn record(stats: &BusStats, shown: &mut Shown) {
     use ::metrics::{counter, gauge};
     for topic in &stats.topics {
         counter!("eventbus_published_total", "topic" => topic.name).absolute(topic.published);
@@ -316,7 +316,7 @@ fn record(stats: &BusStats, shown: &mut BTreeSet<(&'static str, String)>) {
         .keys()
         .map(|&(topic, subscriber)| (topic, subscriber.to_owned()))
         .collect();
-    for (topic, subscriber) in shown.difference(&now) {
+    for (topic, subscriber) in shown.subscriptions.difference(&now) {
         let labels = [
             ("topic", (*topic).to_owned()),
             ("subscriber", subscriber.clone()),
@@ -324,7 +324,7 @@ fn record(stats: &BusStats, shown: &mut BTreeSet<(&'static str, String)>) {
         gauge!("eventbus_queued", &labels).set(0.0);
         gauge!("eventbus_in_handler", &labels).set(0.0);
     }
-    *shown = now;
+    shown.subscriptions = now;
     for ((topic, subscriber), sums) in series {
         let labels = [
             ("topic", topic.to_owned()),
@@ -344,13 +344,26 @@ fn record(stats: &BusStats, shown: &mut BTreeSet<(&'static str, String)>) {
     gauge!("eventbus_dead_letters").set(stats.dead_letters as f64);
     counter!("eventbus_dead_letters_discarded_total").absolute(stats.dead_letters_discarded);
     #[cfg(feature = "nats")]
-    record_bridges(&stats.bridges);
+    record_bridges(&stats.bridges, &mut shown.exports);
+}
+
+/// The series of the last sample, so that a gauge whose source is gone goes to 0.
+#[derive(Default)]
+struct Shown {
+    /// Each (topic, subscriber) series.
+    subscriptions: BTreeSet<(&'static str, String)>,
+    /// Each exported topic (feature `nats`).
+    #[cfg(feature = "nats")]
+    exports: BTreeSet<&'static str>,
 }
 
 /// The NATS bridges' series, each summed over the bus's bridges (two bridges of one bus may
 /// export one topic).
 #[cfg(feature = "nats")]
-fn record_bridges(bridges: &[crate::stats::bridge::BridgeStats]) {
+fn record_bridges(
+    bridges: &[crate::stats::bridge::BridgeStats],
+    shown: &mut BTreeSet<&'static str>,
+) {
     use ::metrics::{counter, gauge};
     let mut exports: BTreeMap<&'static str, [u64; 6]> = BTreeMap::new();
     let mut imports: BTreeMap<(&'static str, &str), [u64; 5]> = BTreeMap::new();
@@ -385,6 +398,12 @@ fn record_bridges(bridges: &[crate::stats::bridge::BridgeStats]) {
             }
         }
     }
+    // A topic no bridge exports any more has nothing pending.
+    let now: BTreeSet<&'static str> = exports.keys().copied().collect();
+    for topic in shown.difference(&now) {
+        gauge!("eventbus_nats_export_pending", "topic" => *topic).set(0.0);
+    }
+    *shown = now;
     for (topic, [taken, sent, resent, acked, dead, pending]) in exports {
         let labels = [("topic", topic.to_owned())];
         counter!("eventbus_nats_export_taken_total", &labels).absolute(taken);
@@ -410,14 +429,14 @@ fn record_bridges(bridges: &[crate::stats::bridge::BridgeStats]) {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
 
     use ::metrics::{
         Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
     };
 
-    use super::record;
+    use super::{record, Shown};
     use crate::{Bus, Message, Options, Topic};
 
     #[derive(Topic)]
@@ -501,7 +520,7 @@ mod tests {
         bus.publish(Tick).unwrap();
         busy.recv().unwrap();
         bus.publish(Tick).unwrap();
-        let mut shown = BTreeSet::new();
+        let mut shown = Shown::default();
         ::metrics::with_local_recorder(&capture, || record(&bus.stats(), &mut shown));
         assert_eq!(
             (level("eventbus_queued"), level("eventbus_in_handler")),
@@ -564,7 +583,8 @@ mod tests {
         ];
         let levels = Arc::new(Levels::default());
         let capture = Capture(Arc::clone(&levels));
-        ::metrics::with_local_recorder(&capture, || record(&stats, &mut BTreeSet::new()));
+        let mut shown = Shown::default();
+        ::metrics::with_local_recorder(&capture, || record(&stats, &mut shown));
         let value = |series: &str| levels.0.lock().unwrap().get(series).copied();
         assert_eq!(
             value(r#"eventbus_nats_export_acked_total["orders.placed"]"#),
@@ -587,6 +607,13 @@ mod tests {
             Some(2.0)
         );
         assert_eq!(value("eventbus_nats_reconnects_total[]"), Some(3.0));
+        // The bridges gone: nothing is pending any more.
+        stats.bridges.clear();
+        ::metrics::with_local_recorder(&capture, || record(&stats, &mut shown));
+        assert_eq!(
+            value(r#"eventbus_nats_export_pending["orders.placed"]"#),
+            Some(0.0)
+        );
         bus.close();
     }
 }

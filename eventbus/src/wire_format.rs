@@ -27,10 +27,13 @@
 //!
 //! The subject with every `.` written `_` (escaped tokens never hold a `_`):
 //! `eventbus.orders.placed` is the stream `eventbus_orders_placed`
-//! (`Bridge::stream_name::<T>()`). Its subjects are that one subject; the bridge makes it
-//! with file storage, the default limits retention and a duplicate window of 2 minutes. A
-//! stream of that name made beforehand by anyone is used as it is (the bridge adds the
-//! subject if it is missing), so an operator may set retention and replicas there. The
+//! (`Bridge::stream_name::<T>()`), or the name the bridge's `StreamOptions` give. Its
+//! subjects are that one subject; the bridge makes it with file storage, the default limits
+//! retention (or the options' limits and replicas) and a duplicate window of 2 minutes (the
+//! max age, if shorter). A stream made beforehand by anyone is used as it is, so an
+//! operator may set retention and replicas there: under the default name the bridge adds
+//! the subject if it is missing; under a name the options give, it must hold the subject
+//! alone. The
 //! stream must exist before a foreign producer publishes (JetStream refuses a publish to a
 //! subject no stream holds): make it as above, or call `Bridge::ensure_stream::<T>()` from
 //! an eventbus process first. A stream of *another* name that covers the subject makes the
@@ -56,7 +59,7 @@
 //! | `Nats-Msg-Id` | `<bridge id>-<seq>` | always | no (the server de-duplicates by it for 2 minutes: send one, unique per message, if you may send a message twice) |
 //! | `Eventbus-Seq` | the message's seq in its topic on the exporting bus, in decimal: 0 for the first message a bus publishes on the topic, counting up by one, and 0 again when that process starts again | always | no |
 //! | `Eventbus-Origin` | the exporting bridge's id (`Bridge::id()`): random per `Bridge::connect`, letters and digits | always | yes: an importer skips (acks without publishing) a message its own bridge exported |
-//! | `Nats-Expected-Last-Msg-Id` | the `Nats-Msg-Id` of the message sent before it | on most: not on a bridge's first message of the topic, nor on one sent again after a failure | no (a JetStream publish expectation, checked by the server, which stores it with the message) |
+//! | `Nats-Expected-Last-Msg-Id` | the `Nats-Msg-Id` of the message sent before it | on most: not on a bridge's first message of the topic, nor on one sent again after a failure, nor on the first one sent after those | no (a JetStream publish expectation, checked by the server, which stores it with the message) |
 //!
 //! The seq names a message within one run of one exporting bus; across several exporters
 //! of one topic, or restarts, the pair (`Eventbus-Origin`, `Eventbus-Seq`) does. The order

@@ -22,7 +22,7 @@
 //! | 6 | a log's ring | `delivery/log/` | an append (under 4), a reader's move, a join, a leave | 8 |
 //! | 7 | the lifecycle's `looking` or `changed_lock`, then `running` | `lifecycle.rs` | a drain look (order locks only with `try_lock`); a wait for a change, whose `done` may look at the wait graph (an unsubscribe's) | 8 |
 //! | 8 | the wait graph's records: a node's `waits`, a topic's `holder` | `deadlock.rs` | a record is read or written, one at a time, never nested | — |
-//! | 9 | leaves: `Engine::bridges` (a bridge's look takes its own leaf, its list of exports and imports, inside), the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), a dispatcher queue's `last`, the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
+//! | 9 | leaves: `Engine::bridges` (the bridges' looks run after it is let go, each taking its own leaves), the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), a dispatcher queue's `last`, the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
 //!
 //! The directory of topics takes no lock (`topics/directory.rs`).
 //! An unsubscribe waits for the subscription's worker with no lock held.

@@ -75,8 +75,22 @@ impl Importer {
             };
             let stop = match messages {
                 Some(mut messages) => {
-                    attempt = 0;
-                    self.pump::<T>(&mut messages, &mut stopped).await
+                    // The backoff starts again once messages come: a subscription made
+                    // again and again without hearing anything waits longer each time.
+                    let before = self
+                        .counters
+                        .received
+                        .load(std::sync::atomic::Ordering::Relaxed);
+                    let stop = self.pump::<T>(&mut messages, &mut stopped).await;
+                    if self
+                        .counters
+                        .received
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        > before
+                    {
+                        attempt = 0;
+                    }
+                    stop
                 }
                 None => Stop::Again,
             };
@@ -153,7 +167,11 @@ impl Importer {
                     // stopped hearing it: make it again, from the consumer's ack floor (what
                     // it had not acked comes again after the ack wait).
                     consumer::pull::MessagesErrorKind::MissingHeartbeat => {
-                        if self.server_answers().await {
+                        let answers = tokio::select! {
+                            answers = self.server_answers() => answers,
+                            _ = stopped.changed() => return Stop::Done,
+                        };
+                        if answers {
                             stats::bump(&self.counters.recreated);
                             return Stop::Again;
                         }
@@ -362,7 +380,7 @@ impl Importer {
         self.expected = self.expected.max(seq + 1);
     }
 
-    /// Acks `message`, counted once the server has it.
+    /// Acks `message`, counted once the ack is sent.
     async fn ack(&self, message: &jetstream::Message) {
         if message.ack().await.is_ok() {
             stats::bump(&self.counters.acked);

@@ -554,8 +554,10 @@ impl Bridge {
     /// cannot take, an existing stream that is missing or holds other subjects, or options
     /// other than this bridge gave `T` before.
     pub async fn ensure_stream_with<T: Topic>(&self, stream: StreamOptions) -> Result<(), Error> {
-        self.shared.plan(T::name(), stream)?;
-        self.shared.ensure_stream(T::name()).await.map(drop)
+        self.shared
+            .ensure_planned(T::name(), stream)
+            .await
+            .map(drop)
     }
 
     /// Exports every message of `T` published on the bus from now on to the server, with an
@@ -619,8 +621,7 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
-        self.shared.plan(T::name(), stream)?;
-        self.shared.ensure_stream(T::name()).await?;
+        self.shared.ensure_planned(T::name(), stream).await?;
         let (to_sender, from) = tokio::sync::mpsc::channel(WINDOW);
         let (settled_tx, settled) = tokio::sync::watch::channel(0);
         let (finish, finished) = tokio::sync::watch::channel(false);
@@ -758,8 +759,10 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
-        self.shared.plan(T::name(), options.stream)?;
-        let stream = self.shared.ensure_stream(T::name()).await?;
+        let stream = self
+            .shared
+            .ensure_planned(T::name(), options.stream)
+            .await?;
         let consumer = self.shared.consumer(&stream, T::name(), name).await?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let importer = Importer {
@@ -877,8 +880,17 @@ impl Shared {
         let subject = subject(topic);
         // Lock order: `streams`, a leaf.
         let plan = self.streams.lock().get(topic).cloned().unwrap_or_default();
+        let name = plan.stream_name(&subject);
         if plan.existing {
-            return streams::existing(&self.js, topic, &plan.stream_name(&subject), &subject).await;
+            return streams::existing(&self.js, topic, &name, &subject).await;
+        }
+        // A stream the options name is the topic's alone: used if it holds the subject
+        // alone, refused if it holds others (made if missing). The default name, derived
+        // from the subject, gets the subject added if a stream of that name lacks it.
+        if plan.name.is_some() {
+            if let Some(stream) = streams::find(&self.js, topic, &name).await? {
+                return streams::alone(topic, &name, &subject, stream);
+            }
         }
         streams::make_stream(&self.js, plan.config(&subject))
             .await
@@ -889,12 +901,45 @@ impl Shared {
             })
     }
 
-    /// Keeps `options` as the topic's stream plan: the first non-default plan given for a
-    /// topic holds; another one is refused, the default always fits.
-    fn plan(&self, topic: &'static str, options: StreamOptions) -> Result<(), Error> {
+    /// Keeps `options` as the topic's stream plan and makes (or finds) the stream; a plan
+    /// this call kept is forgotten again if the stream cannot be had, so a later call may
+    /// ask otherwise.
+    async fn ensure_planned(
+        &self,
+        topic: &'static str,
+        options: StreamOptions,
+    ) -> Result<stream::Stream, Error> {
+        let kept = self.plan(topic, options)?;
+        let made = self.ensure_stream(topic).await;
+        if made.is_err() && kept {
+            // Lock order: `streams`, a leaf.
+            self.streams.lock().remove(topic);
+        }
+        made
+    }
+
+    /// Keeps `options` as the topic's stream plan (`true` if this call kept it): the first
+    /// non-default plan given for a topic holds; another one is refused, the default always
+    /// fits; a stream name planned for another topic is refused.
+    fn plan(&self, topic: &'static str, options: StreamOptions) -> Result<bool, Error> {
         options.check(topic)?;
         // Lock order: `streams`, a leaf.
         let mut streams = self.streams.lock();
+        if let Some(name) = &options.name {
+            let taken = streams.iter().find(|(other, plan)| {
+                **other != topic && plan.name.as_deref() == Some(name.as_str())
+            });
+            if let Some((other, _)) = taken {
+                return Err(Error::Stream {
+                    topic,
+                    stream: name.clone(),
+                    why: format!(
+                        "this bridge keeps topic `{other}` in that stream; a stream holds one \
+                         topic's subject alone"
+                    ),
+                });
+            }
+        }
         match streams.get(topic) {
             Some(kept) if options != StreamOptions::default() && *kept != options => {
                 Err(Error::Stream {
@@ -906,10 +951,10 @@ impl Shared {
                     ),
                 })
             }
-            Some(_) if options == StreamOptions::default() => Ok(()),
-            _ => {
+            Some(_) => Ok(false),
+            None => {
                 streams.insert(topic, options);
-                Ok(())
+                Ok(true)
             }
         }
     }

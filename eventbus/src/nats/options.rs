@@ -5,6 +5,9 @@
 
 use super::*;
 
+/// The shortest `max_age` the server takes.
+const MIN_AGE: Duration = Duration::from_millis(100);
+
 /// How the bridge names and makes a topic's stream. By default the stream is
 /// `eventbus_<topic>` (see the [wire format](crate::wire_format#stream)), made with file
 /// storage, no limits and one replica when missing.
@@ -46,8 +49,10 @@ impl StreamOptions {
     }
 
     /// The stream's name (letters, digits, `-` and `_`), instead of `eventbus_<topic>`. It
-    /// must hold the topic's subject alone: the importer keeps the stream's order, and a
-    /// message of another subject would look like one lost on the way.
+    /// holds the topic's subject alone: the importer keeps the stream's order, and a message
+    /// of another subject would look like one lost on the way. A stream of that name that
+    /// exists is used if it holds the subject alone, refused ([`Error::Stream`]) if it holds
+    /// others; one bridge cannot keep two topics in one stream.
     pub fn name(mut self, name: impl Into<String>) -> StreamOptions {
         self.name = Some(name.into());
         self
@@ -60,7 +65,8 @@ impl StreamOptions {
         self
     }
 
-    /// How long the stream keeps a message, when the bridge makes it.
+    /// How long the stream keeps a message, when the bridge makes it (at least 100 ms). Under
+    /// 2 minutes it is also the duplicate window (a `Nats-Msg-Id` is remembered that long).
     pub fn max_age(mut self, age: Duration) -> StreamOptions {
         self.max_age = Some(age);
         self
@@ -107,6 +113,11 @@ impl StreamOptions {
                 );
             }
         }
+        if self.max_age.is_some_and(|age| age < MIN_AGE) {
+            return refuse(format!(
+                "a max age under {MIN_AGE:?}: the server keeps messages at least that long"
+            ));
+        }
         if let Some(replicas) = self.replicas {
             if !(1..=5).contains(&replicas) {
                 return refuse(format!("{replicas} replicas: JetStream keeps 1 to 5"));
@@ -130,7 +141,10 @@ impl StreamOptions {
         stream::Config {
             name: self.stream_name(subject),
             subjects: vec![subject.to_string()],
-            duplicate_window: DUPLICATE_WINDOW,
+            // The server refuses a duplicate window longer than the stream keeps messages.
+            duplicate_window: self
+                .max_age
+                .map_or(DUPLICATE_WINDOW, |age| age.min(DUPLICATE_WINDOW)),
             storage: stream::StorageType::File,
             max_age: self.max_age.unwrap_or_default(),
             max_messages: self.max_messages.map_or(-1, |m| m as i64),

@@ -87,34 +87,55 @@ pub(super) async fn existing(
     name: &str,
     subject: &str,
 ) -> Result<stream::Stream, Error> {
-    let refuse = |why: String| Error::Stream {
-        topic,
-        stream: name.to_string(),
-        why,
-    };
-    let stream = match js.get_stream(name).await {
-        Ok(stream) => stream,
-        Err(error) if not_found(&error) => {
-            return Err(refuse(format!(
+    match find(js, topic, name).await? {
+        Some(stream) => alone(topic, name, subject, stream),
+        None => Err(Error::Stream {
+            topic,
+            stream: name.to_string(),
+            why: format!(
                 "there is no such stream, and the options say to use an existing one: make \
                  it with the subject `{subject}` alone, or leave out `existing()`"
-            )))
-        }
-        Err(error) => {
-            return Err(Error::Server {
-                topic,
-                what: "describe the stream",
-                source: Box::new(error),
-            })
-        }
-    };
+            ),
+        }),
+    }
+}
+
+/// The stream `name`, if the server has it.
+pub(super) async fn find(
+    js: &jetstream::Context,
+    topic: &'static str,
+    name: &str,
+) -> Result<Option<stream::Stream>, Error> {
+    match js.get_stream(name).await {
+        Ok(stream) => Ok(Some(stream)),
+        Err(error) if not_found(&error) => Ok(None),
+        Err(error) => Err(Error::Server {
+            topic,
+            what: "describe the stream",
+            source: Box::new(error),
+        }),
+    }
+}
+
+/// `stream`, if it holds `subject` alone: the importer keeps the stream's order, and
+/// another subject's messages would look like ones lost on the way (and would not decode).
+pub(super) fn alone(
+    topic: &'static str,
+    name: &str,
+    subject: &str,
+    stream: stream::Stream,
+) -> Result<stream::Stream, Error> {
     let subjects = &stream.cached_info().config.subjects;
     if subjects.len() != 1 || subjects[0] != subject {
-        return Err(refuse(format!(
-            "it holds the subjects {subjects:?}; the bridge needs a stream holding `{subject}` \
-             alone (the importer keeps the stream's order, and another subject's messages \
-             would look like ones lost on the way)"
-        )));
+        return Err(Error::Stream {
+            topic,
+            stream: name.to_string(),
+            why: format!(
+                "it holds the subjects {subjects:?}; the bridge needs a stream holding \
+                 `{subject}` alone (the importer keeps the stream's order, and another \
+                 subject's messages would look like ones lost on the way)"
+            ),
+        });
     }
     Ok(stream)
 }

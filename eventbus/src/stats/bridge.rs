@@ -50,7 +50,8 @@ pub struct ExportStats {
 
 /// One import: a durable consumer read by this bridge, its messages published on the bus.
 /// Every message received is, once settled, imported, skipped, dead-lettered, or held
-/// (came ahead of a missing one, and is sent again later).
+/// (came ahead of a missing one, and is sent again later); except the one in hand when the
+/// import stops (a close, or the bus closing), which is neither and is sent again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]

@@ -69,7 +69,7 @@ async fn the_bridge_counts_what_it_sends_and_imports_and_the_bus_shows_it() {
 
     eventually("every import settled", &importer, |s| {
         let i = &s.imports[0];
-        i.acked == n && i.dead_lettered == 1
+        i.imported == n && i.acked >= n && i.dead_lettered == 1
     })
     .await;
     let import = &importer.stats().imports[0];
@@ -77,7 +77,8 @@ async fn the_bridge_counts_what_it_sends_and_imports_and_the_bus_shows_it() {
         (import.topic, import.name.as_str()),
         ("orders.placed", "warehouse")
     );
-    assert_eq!((import.imported, import.acked), (n, n));
+    // A redelivery of one already imported is acked again (and counted as skipped).
+    assert_eq!(import.acked, import.imported + import.skipped, "{import:?}");
     // Each message received is imported, skipped, dead-lettered or held (and comes again).
     assert_eq!(
         import.received,

@@ -153,3 +153,82 @@ async fn stream_options_the_server_cannot_take_or_that_disagree_are_refused() {
     bridge.import::<OrderPlaced>("warehouse").await.unwrap();
     bridge.close().await.unwrap();
 }
+
+#[derive(Topic, Serialize, Deserialize, Debug)]
+#[topic(name = "stock.reserved")]
+struct StockReserved {
+    order: u64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_stream_holding_other_subjects_is_refused_and_left_as_it_was() {
+    let server = Server::start();
+    let js = jetstream(&server).await;
+    let subject = Bridge::subject::<OrderPlaced>();
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "ORDERS".into(),
+        subjects: vec!["audit.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let bus = bus();
+    let bridge = Bridge::connect(&bus, &server.url()).await.unwrap();
+    let named = || StreamOptions::new().name("ORDERS");
+    let error = bridge
+        .export_with::<OrderPlaced>(ExportOptions::new().stream(named()))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::Stream { .. }), "{error}");
+    assert!(error.to_string().contains("holds the subjects"), "{error}");
+    let mut stream = js.get_stream("ORDERS").await.unwrap();
+    let subjects = stream.info().await.unwrap().config.subjects.clone();
+    assert_eq!(subjects, ["audit.>"], "the operator's stream was changed");
+
+    // The failed call's plan is forgotten: other options go on.
+    bridge
+        .export_with::<OrderPlaced>(
+            ExportOptions::new().stream(StreamOptions::new().name("ORDERS-PLACED")),
+        )
+        .await
+        .unwrap();
+    let mut stream = js.get_stream("ORDERS-PLACED").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().config.subjects, [subject]);
+    // One bridge keeps one topic per stream.
+    let error = bridge
+        .ensure_stream_with::<StockReserved>(StreamOptions::new().name("ORDERS-PLACED"))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("one topic's subject alone"),
+        "{error}"
+    );
+    bridge.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_max_age_under_the_duplicate_window_makes_a_stream() {
+    let server = Server::start();
+    let bus = bus();
+    let bridge = Bridge::connect(&bus, &server.url()).await.unwrap();
+    let minute = Duration::from_secs(60);
+    bridge
+        .ensure_stream_with::<OrderPlaced>(StreamOptions::new().max_age(minute))
+        .await
+        .unwrap();
+    let js = jetstream(&server).await;
+    let mut stream = js
+        .get_stream(Bridge::stream_name::<OrderPlaced>())
+        .await
+        .unwrap();
+    let config = stream.info().await.unwrap().config.clone();
+    assert_eq!((config.max_age, config.duplicate_window), (minute, minute));
+    let error = bridge
+        .ensure_stream_with::<StockReserved>(
+            StreamOptions::new().max_age(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("max age under"), "{error}");
+    bridge.close().await.unwrap();
+}
