@@ -176,6 +176,20 @@ async fn next_ids(rx: &mut mpsc::UnboundedReceiver<u64>, n: usize) -> Vec<u64> {
     ids
 }
 
+/// A shop's bus exporting `OrderPlaced` and a warehouse's importing it as `warehouse`, each
+/// with its bridge, and the ids the warehouse receives.
+async fn shop_and_warehouse(
+    server: &Server,
+) -> (Bus, Bus, Bridge, Bridge, mpsc::UnboundedReceiver<u64>) {
+    let (shop, warehouse) = (bus(), bus());
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
+    exporter.export::<OrderPlaced>().await.unwrap();
+    importer.import::<OrderPlaced>("warehouse").await.unwrap();
+    let rx = receive(&warehouse);
+    (shop, warehouse, exporter, importer, rx)
+}
+
 /// Nothing more arrives while a marker message sent after everything else makes the trip.
 async fn nothing_more(rx: &mut mpsc::UnboundedReceiver<u64>, bus: &Bus, marker: u64) {
     bus.publish_async(OrderPlaced { id: marker }).await.unwrap();
@@ -312,12 +326,7 @@ async fn a_server_killed_and_restarted_mid_stream_loses_nothing_and_repeats_noth
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_payload_is_a_dead_letter_on_the_importer_and_the_stream_goes_on() {
     let server = Server::start();
-    let (shop, warehouse) = (bus(), bus());
-    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
-    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
-    exporter.export::<OrderPlaced>().await.unwrap();
-    importer.import::<OrderPlaced>("warehouse").await.unwrap();
-    let mut rx = receive(&warehouse);
+    let (shop, warehouse, exporter, importer, mut rx) = shop_and_warehouse(&server).await;
 
     shop.publish_async(OrderPlaced { id: 1 }).await.unwrap();
     assert_eq!(next_ids(&mut rx, 1).await, [1]);

@@ -741,12 +741,7 @@ impl Bridge {
         name: &str,
         options: ImportOptions,
     ) -> Result<(), Error> {
-        let valid = !name.is_empty()
-            && name.len() <= 200
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !valid {
+        if !valid_name(name) {
             return Err(Error::BadName {
                 name: name.to_string(),
             });
@@ -1017,6 +1012,16 @@ fn subject(topic: &str) -> String {
         }
     }
     subject
+}
+
+/// Whether JetStream can hold `name` as a consumer's or a stream's name: letters, digits,
+/// `-` and `_`, at most 200.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The stream of a subject: its dots as `_` (which the escaped tokens never hold).

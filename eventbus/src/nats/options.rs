@@ -102,12 +102,7 @@ impl StreamOptions {
             })
         };
         if let Some(name) = &self.name {
-            let valid = !name.is_empty()
-                && name.len() <= 200
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !valid {
+            if !valid_name(name) {
                 return refuse(
                     "a stream name is letters, digits, `-` and `_`, at most 200 characters".into(),
                 );

@@ -25,12 +25,7 @@ pub(super) async fn eventually(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bridge_counts_what_it_sends_and_imports_and_the_bus_shows_it() {
     let server = Server::start();
-    let (shop, warehouse) = (bus(), bus());
-    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
-    let importer = Bridge::connect(&warehouse, &server.url()).await.unwrap();
-    exporter.export::<OrderPlaced>().await.unwrap();
-    importer.import::<OrderPlaced>("warehouse").await.unwrap();
-    let mut rx = receive(&warehouse);
+    let (shop, warehouse, exporter, importer, mut rx) = shop_and_warehouse(&server).await;
 
     let n = 200;
     for id in 0..n {
