@@ -102,8 +102,19 @@ async fn main() {
         }
     };
     // Errors as sentences (`Display`), not as the `Debug` of a `main` returning `Result`.
+    let url = args.url.clone();
     if let Err(error) = run(args).await {
         eprintln!("nats_shop: {error}");
+        let unreachable = matches!(
+            error.downcast_ref::<eventbus::nats::Error>(),
+            Some(eventbus::nats::Error::Connect { .. })
+        );
+        if unreachable {
+            eprintln!(
+                "hint: is a NATS server with JetStream running at {url}? For example:\n  \
+                 nats-server -js -a 127.0.0.1 -p 4222 -sd /tmp/eventbus-nats"
+            );
+        }
         std::process::exit(1);
     }
 }
