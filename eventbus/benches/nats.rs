@@ -17,6 +17,11 @@
 //!   receives and acks each. Same timing. No order across redelivery, no backpressure to a
 //!   local publisher, no de-duplication id: what the bridge adds is what this skips.
 //!
+//! - `EVENTBUS_NATS_RAW_HEADERS=1`: the raw publishes carry the bridge's headers
+//!   (`Nats-Msg-Id`, `Eventbus-Seq`, `Eventbus-Origin`) and its expectation
+//!   (`Nats-Expected-Last-Msg-Id`), so the server does the same work per message; `=2`: only
+//!   the `Nats-Msg-Id` (the server's de-duplication).
+//!
 //! The load average (`/proc/loadavg`) is printed at the start and the end: figures from a
 //! loaded machine are noise.
 
@@ -155,6 +160,9 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
     // taking publishes once too many acks are pending and unawaited (a run of 10,000
     // collected first never finished).
     const WINDOW: usize = 256;
+    // `EVENTBUS_NATS_RAW_HEADERS=1`: the raw publishes carry the bridge's headers and
+    // expectation, to tell the server's share of the gap from the bridge's.
+    let headers = measure::env("EVENTBUS_NATS_RAW_HEADERS", 0);
     let publishing = tokio::spawn(async move {
         let mut acks = std::collections::VecDeque::with_capacity(WINDOW);
         for id in 0..n {
@@ -164,12 +172,24 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
                 ack.await.unwrap();
             }
             let payload = serde_json::to_vec(&Tick { id }).unwrap();
-            acks.push_back(
-                publisher
-                    .publish("raw.bench", payload.into())
-                    .await
-                    .unwrap(),
-            );
+            let ack = if headers > 0 {
+                // The bridge's headers, so the server does the same checks per message.
+                let mut message = async_nats::jetstream::message::PublishMessage::build()
+                    .payload(payload.into())
+                    .message_id(format!("raw-{id}"));
+                if headers == 1 {
+                    message = message
+                        .header("Eventbus-Seq", id.to_string().as_str())
+                        .header("Eventbus-Origin", "raw");
+                    if id > 0 {
+                        message = message.expected_last_message_id(format!("raw-{}", id - 1));
+                    }
+                }
+                publisher.send_publish("raw.bench", message).await
+            } else {
+                publisher.publish("raw.bench", payload.into()).await
+            };
+            acks.push_back(ack.unwrap());
         }
         for ack in acks {
             ack.await.unwrap();
