@@ -249,6 +249,15 @@ fn a_thread_attempt_follows_from_the_span_that_published_its_message() {
 /// Issue 32: each attempt of an async subscriber runs inside its own `eventbus.attempt` span,
 /// the same fields as a thread subscriber's, current across the handler's awaits (which may
 /// resume on another thread), and following from the publisher's span.
+/// A runtime of two workers, for the async subscribers' tests.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn an_async_attempt_is_a_span_across_its_awaits_that_follows_from_the_publisher() {
     use tracing::Instrument;
@@ -258,11 +267,7 @@ fn an_async_attempt_is_a_span_across_its_awaits_that_follows_from_the_publisher(
     struct Saved(u64);
 
     let recorded = &global().1;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         let bus = Bus::builder().build();
         let attempts = Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -337,11 +342,7 @@ fn an_async_observers_attempt_is_a_span_across_its_awaits_that_follows_from_the_
     struct Audited;
 
     let recorded = &global().1;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         let bus = Bus::builder().build();
         let options = Options::default().name("auditor");

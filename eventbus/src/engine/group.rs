@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::delivery::core::{Consumer, SubscriptionCore};
+use crate::delivery::core::{Consumer, Retire, SubscriptionCore};
 use crate::delivery::group::{Group, Shared, SharedRun};
 use crate::delivery::log;
 use crate::delivery::mailbox::{mailbox, shared_mailbox};
@@ -173,37 +173,32 @@ impl Engine {
                     }
                 }
             };
-        let closing = || {
+        // A reader of the group's log topic, with a subscription id and core of its own;
+        // `retirer` wraps what retiring that core does.
+        let group_reader = |history, retirer: fn(Box<dyn Retire>) -> Box<dyn Retire>| {
+            let id = self.next_subscription.fetch_add(1, Relaxed);
             let lifecycle = Arc::clone(&self.lifecycle);
-            log::Closing {
+            let closing = log::Closing {
                 stop: self.lifecycle.stop_signal().clone(),
                 poke: Box::new(move || lifecycle.poke()),
-            }
+            };
+            let (capacity, overflow) = (options.capacity, options.overflow);
+            log::reader(history, id, capacity, overflow, by_task, closing, |core| {
+                SubscriptionCore::new(
+                    id,
+                    Arc::clone(&name),
+                    T::name(),
+                    options.clone(),
+                    consumer,
+                    retirer(core),
+                )
+            })
         };
         let shared = if let (Some(history), None) = (typed.log(), &options.key) {
             // A group without a key on a log topic: one reader at one position, which its
             // workers take turns at (`delivery/log/shared.rs`).
-            let id = self.next_subscription.fetch_add(1, Relaxed);
-            let (capacity, overflow) = (options.capacity, options.overflow);
-            let reader = log::reader(
-                history,
-                id,
-                capacity,
-                overflow,
-                by_task,
-                closing(),
-                |retirer| {
-                    SubscriptionCore::new(
-                        id,
-                        Arc::clone(&name),
-                        T::name(),
-                        options.clone(),
-                        consumer,
-                        log::unread(retirer),
-                    )
-                },
-            );
-            let shared = Arc::clone(reader.core());
+            let reader = group_reader(history, log::unread);
+            let (shared, id) = (Arc::clone(reader.core()), reader.core().id);
             // Joined before any worker starts, which then finds the position set.
             reader.join(options.start);
             let reader = Arc::new(log::SharedReader::new(reader));
@@ -223,26 +218,7 @@ impl Engine {
             // taking the messages its lane's key picks (`delivery/log/reader.rs`).
             let mut readers = Vec::with_capacity(of);
             for index in 0..of {
-                let id = self.next_subscription.fetch_add(1, Relaxed);
-                let (capacity, overflow) = (options.capacity, options.overflow);
-                let mut reader = log::reader(
-                    history,
-                    id,
-                    capacity,
-                    overflow,
-                    by_task,
-                    closing(),
-                    |retirer| {
-                        SubscriptionCore::new(
-                            id,
-                            Arc::clone(&name),
-                            T::name(),
-                            options.clone(),
-                            consumer,
-                            retirer,
-                        )
-                    },
-                );
+                let mut reader = group_reader(history, std::convert::identity);
                 reader.route(index, of);
                 readers.push(reader);
             }
