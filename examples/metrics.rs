@@ -20,7 +20,15 @@ struct OrderPlaced {
     cents: u64,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() {
+    // An error is a sentence for the user, not a `Debug` dump.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut addr: SocketAddr = "127.0.0.1:9100".parse()?;
     let mut seconds = 20;
     let mut args = std::env::args().skip(1);
@@ -37,7 +45,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The exporter first, so the first sample has somewhere to go.
     PrometheusBuilder::new()
         .with_http_listener(addr)
-        .install()?;
+        .install()
+        .map_err(|e| {
+            format!("cannot serve /metrics at {addr}: {e} (is the port taken? try --addr)")
+        })?;
     let bus = Bus::builder().build();
     let metrics = eventbus::metrics::install(&bus, Duration::from_secs(1));
 

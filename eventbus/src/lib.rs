@@ -733,6 +733,8 @@
 // On docs.rs (and `RUSTDOCFLAGS="--cfg docsrs" cargo +nightly doc --all-features`), each item
 // of an optional feature carries a badge naming the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// The README's first program is compiled and run with the doctests, so it cannot rot.
+#![cfg_attr(doctest, doc = include_str!("../../README.md"))]
 // The guide above links to every feature's items: built with all of them (docs.rs, CI) the
 // links are checked; without some, the links to their items cannot resolve and are plain.
 #![cfg_attr(

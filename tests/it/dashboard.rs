@@ -1274,3 +1274,71 @@ fn with_every_letter_shown_the_not_shown_line_is_hidden() {
     );
     bus.close();
 }
+
+/// The orders demo's shop (`examples/shop.rs`), compiled into this binary so the README's
+/// screenshot is taken of the demo itself.
+#[allow(dead_code)] // the demo's printing needs what the page does not
+#[path = "../../examples/shop.rs"]
+mod shop;
+
+/// What the README's screenshot (`eventbus/docs/dashboard.png`) shows, as text: the rows of
+/// the orders demo's live page. The test fails when the demo's page no longer matches it.
+const SCREENSHOT_ROWS: &str = include_str!("../../eventbus/docs/dashboard.txt");
+
+/// The README's screenshot is the orders demo's page in this browser. The test compares the
+/// rows the page shows with `eventbus/docs/dashboard.txt`, the rows of the screenshot; a
+/// change to the demo or the page that the screenshot does not show fails here.
+/// `EVENTBUS_README_SCREENSHOT=1` takes the screenshot again and writes both files.
+#[test]
+fn the_readmes_screenshot_is_the_demos_page_as_it_is() {
+    let bus = Bus::builder()
+        .registered_in(concat!(module_path!(), "::shop"))
+        .build();
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    // The demo trades at its own pace (an order and 20 ticks every 25 ms) until the page has
+    // drawn a few seconds of it.
+    let trading = Arc::new(AtomicBool::new(true));
+    let trader = {
+        let (bus, trading) = (bus.clone(), Arc::clone(&trading));
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while trading.load(Ordering::SeqCst) {
+                shop::trade(&bus, n);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        })
+    };
+    let driver = Driver::start();
+    driver.go(&dashboard.url());
+    let topics = driver.wait_until("#topics tbody tr td.name", |t| t.len() == 3);
+    let subscriptions = driver.wait_until("#subscriptions tbody tr td.name", |t| t.len() >= 5);
+    driver.wait_until("#dead-letters tbody tr td.subscriber", |t| !t.is_empty());
+    wait_in_page(
+        &driver,
+        "const lines = document.querySelectorAll(arguments[0]); \
+         return lines.length > 0 && Array.from(lines).every(l => \
+           l.getAttribute('points').trim().split(/\\s+/).length >= 5);",
+        json!(["#topics svg.chart polyline.rate"]),
+    );
+    let rows = format!(
+        "topics: {}\nsubscriptions: {}\n",
+        topics.join(", "),
+        subscriptions.join(", ")
+    );
+    if std::env::var_os("EVENTBUS_README_SCREENSHOT").is_some() {
+        let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/docs");
+        std::fs::write(format!("{docs}/dashboard.png"), driver.screenshot()).unwrap();
+        std::fs::write(format!("{docs}/dashboard.txt"), &rows).unwrap();
+    } else {
+        assert_eq!(
+            rows, SCREENSHOT_ROWS,
+            "the orders demo's page no longer shows what the README's screenshot shows: take \
+             it again with EVENTBUS_README_SCREENSHOT=1 cargo test -p eventbus --all-features \
+             --test it -- dashboard::the_readmes_screenshot"
+        );
+    }
+    trading.store(false, Ordering::SeqCst);
+    trader.join().unwrap();
+    bus.close();
+}

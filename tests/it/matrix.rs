@@ -4,7 +4,7 @@
 //! add up (`delivered + dropped + filtered` is what was published to it), and a close that
 //! delivers everything accepted. A cell that is refused must be refused with the error that
 //! [`expected`] states. `Kind`, `On` and `Opt` are matched exhaustively there, so a new kind of
-//! subscriber cannot skip a cell. The README's table of what works with what is [`expected`].
+//! subscriber cannot skip a cell. GUARANTEES.md's table of what works with what is [`expected`].
 
 use crate::support::{Latch, PATIENCE};
 

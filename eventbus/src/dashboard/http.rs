@@ -217,7 +217,7 @@ pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> 
         ));
     };
     // A 400, not 505: a request line of another version (HTTP/2's preface, `PRI *
-    // HTTP/2.0`, say) is one this server cannot read, and the README promises a 4xx.
+    // HTTP/2.0`, say) is one this server cannot read, and GUARANTEES.md promises a 4xx.
     if !matches!(version, "HTTP/1.1" | "HTTP/1.0") {
         return Err(Response::error(
             400,
