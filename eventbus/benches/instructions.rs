@@ -14,7 +14,10 @@
 //! - `lock-0`: a bare `parking_lot::Mutex` lock, increment, unlock per "publish".
 //! - `async-0` (built with feature `tokio`: `FEATURES=tokio callgrind.sh async-0
 //!   eventbus-0`): `publish_async(..).await` to a topic with no subscriber, in one task on a
-//!   `current_thread` runtime; compare with `eventbus-0` in the same build.
+//!   `current_thread` runtime; compare with `eventbus-0` in the same build. `async-1`: the
+//!   same task publishing to one thread subscriber (`Block`, default capacity); compare with
+//!   `eventbus-1` in the same build (`callgrind.sh --publisher async-1 eventbus-1` for the
+//!   publishing thread alone).
 //! - `log-1`, `log-4`, `log-16`, `log-64`: the same publisher on a log topic (`retain =
 //!   1024`), its subscribers `Block` with the default capacity; `eventbus-16`,
 //!   `eventbus-64`: a mailbox topic with as many. `callgrind.sh --publisher` counts the
@@ -187,11 +190,17 @@ fn hand(subscribers: usize, messages: u64) {
 }
 
 #[cfg(feature = "tokio")]
-fn asynchronous(messages: u64) {
+fn asynchronous(subscribers: usize, messages: u64) {
+    // The time driver: a publish waiting for room looks again every millisecond.
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .unwrap();
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let counts = counters(subscribers);
+    for count in &counts {
+        subscribe(&bus, count.clone());
+    }
     runtime.block_on(async {
         for i in 0..messages {
             if bus.publish_async(Tick(i)).await.is_err() {
@@ -200,6 +209,7 @@ fn asynchronous(messages: u64) {
         }
     });
     bus.close();
+    check(&counts, messages);
 }
 
 fn lock(messages: u64) {
@@ -229,7 +239,9 @@ fn run(scenario: &str, messages: u64) {
         "hand-4" => hand(4, messages),
         "lock-0" => lock(messages),
         #[cfg(feature = "tokio")]
-        "async-0" => asynchronous(messages),
+        "async-0" => asynchronous(0, messages),
+        #[cfg(feature = "tokio")]
+        "async-1" => asynchronous(1, messages),
         other => {
             eprintln!(
                 "unknown scenario {other:?}; expected one of: {}",

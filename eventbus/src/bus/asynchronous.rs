@@ -309,6 +309,11 @@ impl Bus {
     /// All or nothing: the message goes to the subscribers only once every `Block` mailbox
     /// has room, so publishers of the topic never wait behind a task.
     ///
+    /// It awaits on the caller's runtime, which needs its time driver (`enable_all()` or
+    /// `enable_time()` on the runtime's builder; `#[tokio::main]` has it): a wait for room
+    /// looks again every millisecond in case a wake-up was missed, and without a timer tokio
+    /// panics there.
+    ///
     /// # Cancel safety
     ///
     /// Cancel-safe: dropped while it waits, it holds no lock and has published nothing (no

@@ -214,6 +214,10 @@ impl BusBuilder {
     /// The tokio runtime async subscribers and [`on_dead_letter_async`](BusBuilder::on_dead_letter_async)
     /// run on (feature `tokio`). Without it, `build()` takes the runtime current where it is
     /// called, if any.
+    ///
+    /// The runtime needs its time driver (`enable_all()` or `enable_time()` on its builder, as
+    /// `#[tokio::main]` has): retries wait on tokio's timer, and a task waiting for room or
+    /// for its mailbox looks again every millisecond in case a wake-up was missed.
     #[cfg(feature = "tokio")]
     pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
         self.runtime = Some(runtime);
