@@ -216,8 +216,8 @@ impl BusBuilder {
     /// called, if any.
     ///
     /// The runtime needs its time driver (`enable_all()` or `enable_time()` on its builder, as
-    /// `#[tokio::main]` has): retries wait on tokio's timer, and a task waiting for room or
-    /// for its mailbox looks again every millisecond in case a wake-up was missed.
+    /// `#[tokio::main]` has): an async subscriber's retries wait on tokio's timer, and a
+    /// task waiting for room looks again every millisecond in case a wake-up was missed.
     #[cfg(feature = "tokio")]
     pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
         self.runtime = Some(runtime);
