@@ -26,14 +26,8 @@ fn main() {
             let bus = bus.clone();
             scope.spawn(move || {
                 for n in 0..100u64 {
-                    let id = desk * 1000 + n;
-                    let items = u32::try_from((id * 7) % 12).unwrap_or(0);
-                    bus.publish(OrderPlaced {
-                        id,
-                        customer: n % 17,
-                        items,
-                    })
-                    .expect("the bus is open");
+                    bus.publish(shop::order(desk * 1000 + n, n % 17))
+                        .expect("the bus is open");
                 }
             });
         }

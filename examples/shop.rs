@@ -106,19 +106,22 @@ fn show_price(tick: &PriceTick) {
 /// One step of steady trading, as the live demo does it: an order and twenty price ticks.
 #[cfg_attr(not(feature = "dashboard"), allow(dead_code))] // only `--dashboard` trades steadily
 pub(crate) fn trade(bus: &Bus, n: u64) {
-    let id = 10_000 + n;
-    let items = u32::try_from((id * 7) % 12).unwrap_or(0);
-    bus.publish(OrderPlaced {
-        id,
-        customer: n % 17,
-        items,
-    })
-    .expect("the bus is open");
+    bus.publish(order(10_000 + n, n % 17))
+        .expect("the bus is open");
     for cents in 0..20 {
         bus.publish(PriceTick {
             symbol: "ACME",
             cents: 10_000 + (n * 20 + cents) % 500,
         })
         .expect("the bus is open");
+    }
+}
+
+/// An order of the demo's: its size follows from its id (over nine items is out of stock).
+pub(crate) fn order(id: u64, customer: u64) -> OrderPlaced {
+    OrderPlaced {
+        id,
+        customer,
+        items: u32::try_from((id * 7) % 12).unwrap_or(0),
     }
 }
