@@ -4,6 +4,14 @@
 //!
 //! With feature `tokio`, a subscriber is as often an async one (a task worker) as a thread.
 //!
+//! Topic `DISP` has a dispatcher (`#[topic(dispatcher, queue = DISP_QUEUE)]`): a publish
+//! returns once its message is in the topic's small queue (waiting while it is full), and the
+//! dispatcher hands it to the mailboxes later. Its subscribers are checked as a mailbox
+//! topic's, with the same expectations: before an operation whose outcome depends on what the
+//! mailboxes hold (a subscribe, an unsubscribe, a stall, a release, a forced close) the model
+//! waits until `TopicStats::handed_out` reaches what was published, so every message is in
+//! its mailboxes, exactly. Nothing waits before a plain close: that drains the queue itself.
+//!
 //! The last topic is a log topic (`#[topic(retain = LOG_RETAIN)]`): its subscribers read one
 //! shared log, `DropNewest` becomes `DropOldest` there (it is refused on a log), and a
 //! stalled `DropOldest` subscriber keeps what the log keeps, not what its capacity says.
@@ -31,6 +39,15 @@ struct Ev<const T: usize> {
     value: u64,
 }
 
+/// How many messages the dispatcher topic's queue holds.
+const DISP_QUEUE: usize = 3;
+
+#[derive(Topic, Debug)]
+#[topic(dispatcher, queue = 3)]
+struct DispEv {
+    value: u64,
+}
+
 /// How many messages the log topic keeps.
 const LOG_RETAIN: usize = 6;
 
@@ -51,15 +68,22 @@ impl<const T: usize> Valued for Ev<T> {
     }
 }
 
+impl Valued for DispEv {
+    fn value(&self) -> u64 {
+        self.value
+    }
+}
+
 impl Valued for LogEv {
     fn value(&self) -> u64 {
         self.value
     }
 }
 
-/// Topics 0 and 1 are mailbox topics, `LOG` the log topic.
-const TOPICS: usize = 3;
-const LOG: usize = 2;
+/// Topics 0 and 1 are mailbox topics, `DISP` the dispatcher topic, `LOG` the log topic.
+const TOPICS: usize = 4;
+const DISP: usize = 2;
+const LOG: usize = 3;
 
 /// Messages whose value is 3 mod 7 always fail; 5 mod 11 always panic.
 fn fails(value: u64) -> bool {
@@ -266,6 +290,7 @@ impl World {
                             let seq = match topic {
                                 0 => bus.publish(Ev::<0> { value }).map_err(|e| e.to_string()),
                                 1 => bus.publish(Ev::<1> { value }).map_err(|e| e.to_string()),
+                                DISP => bus.publish(DispEv { value }).map_err(|e| e.to_string()),
                                 _ => bus.publish(LogEv { value }).map_err(|e| e.to_string()),
                             }
                             .unwrap();
@@ -304,8 +329,29 @@ impl World {
         (!fits.is_empty()).then(|| fits[which % fits.len()])
     }
 
+    /// On the dispatcher topic: waits until the dispatcher has handed out every message
+    /// published, so each is in its mailboxes (dropped there or queued) as on a mailbox topic.
+    /// Exact: `handed_out` never reads high.
+    fn settle(&self, topic: usize) {
+        if topic != DISP {
+            return;
+        }
+        let published = self.next_seq[DISP];
+        support::until("the dispatcher handed out every message", || {
+            let stats = self.bus.stats();
+            let disp = stats.topics.iter().find(|t| t.name == DispEv::name());
+            // Not in the stats yet: nothing was ever published or subscribed.
+            disp.map_or(published == 0, |t| {
+                assert_eq!(t.queue_capacity, Some(DISP_QUEUE));
+                t.handed_out == Some(published)
+            })
+        });
+    }
+
     fn release(&mut self, i: usize) {
         let topic = self.subs[i].topic;
+        // Every message of the window in the mailbox before the handler goes on.
+        self.settle(topic);
         let (latch, from) = self.subs[i].stalled.take().unwrap();
         self.subs[i].windows.push((from, self.next_seq[topic]));
         latch.open();
@@ -324,6 +370,8 @@ impl World {
                 workers,
                 keyed,
             } => {
+                // Its first message is the next one published.
+                self.settle(topic);
                 let name = format!("s{}", self.subs.len());
                 let probe = Arc::new(Probe::default());
                 // On the log: no `DropNewest`, and `Block` capacity within what the log keeps.
@@ -366,6 +414,10 @@ impl World {
                         .bus
                         .subscribe_async(options, async_handler::<Ev<1>>(probe.clone())),
                     #[cfg(feature = "tokio")]
+                    (DISP, true) => self
+                        .bus
+                        .subscribe_async(options, async_handler::<DispEv>(probe.clone())),
+                    #[cfg(feature = "tokio")]
                     (_, true) => self
                         .bus
                         .subscribe_async(options, async_handler::<LogEv>(probe.clone())),
@@ -375,6 +427,9 @@ impl World {
                     (1, _) => self
                         .bus
                         .subscribe::<Ev<1>>(options, handler::<Ev<1>>(probe.clone())),
+                    (DISP, _) => self
+                        .bus
+                        .subscribe::<DispEv>(options, handler::<DispEv>(probe.clone())),
                     _ => self
                         .bus
                         .subscribe::<LogEv>(options, handler::<LogEv>(probe.clone())),
@@ -399,6 +454,8 @@ impl World {
             }
             Op::Unsubscribe { which } => {
                 if let Some(i) = self.pick(which, Sub::live) {
+                    // It has had every message published before its unsubscribe.
+                    self.settle(self.subs[i].topic);
                     if self.subs[i].stalled.is_some() {
                         self.release(i);
                     }
@@ -420,6 +477,8 @@ impl World {
                         && s.workers == 1
                 };
                 if let Some(i) = self.pick(which, fit) {
+                    // The next message it takes is the one published below.
+                    self.settle(self.subs[i].topic);
                     self.subs[i].wait_idle();
                     let (started, latch) = (Signal::new(), Latch::new());
                     *self.subs[i].probe.stall.lock().unwrap() =
@@ -444,6 +503,8 @@ impl World {
             .collect();
         match ending {
             Ending::ForcedWhileStalled if !stalled.is_empty() => {
+                // What each stalled mailbox holds is known only once all is handed out.
+                self.settle(DISP);
                 for sub in self.subs.iter().filter(|s| s.live() && s.stalled.is_none()) {
                     sub.wait_idle();
                 }

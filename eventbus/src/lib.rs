@@ -648,7 +648,9 @@
 //!   `benches/dispatcher.rs` a publish cost its thread under half the CPU time into 16
 //!   subscribers (0.39–0.45× over three runs), no less into 4 (0.99–1.24×), and every
 //!   message took longer end to end (1.03–1.64× the wall time: the hand-out is one more step). A dispatcher topic has no inline subscribers and no log;
-//!   [`TopicStats::queue_depth`] shows how full its queue is.
+//!   [`TopicStats::queue_depth`] shows how full its queue is, and
+//!   [`TopicStats::handed_out`] how many messages every mailbox has had (equal to
+//!   `published`: nothing is left to hand out, whatever the handlers are doing).
 //!
 //! ```
 //! use eventbus::{Bus, Message, Options, Topic};
@@ -668,6 +670,7 @@
 //! let stats = bus.stats();
 //! let click = stats.topics.iter().find(|t| t.name == "Click").unwrap();
 //! assert_eq!((click.queue_depth, click.queue_capacity), (Some(0), Some(256)));
+//! assert_eq!(click.handed_out, Some(click.published));
 //! # bus.close();
 //! ```
 //!

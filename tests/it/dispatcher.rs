@@ -54,6 +54,13 @@ fn depth(bus: &Bus, topic: &str) -> Option<usize> {
     topic.queue_depth
 }
 
+/// The messages the topic's dispatcher has finished handing out, as `stats()` shows them.
+fn handed_out(bus: &Bus, topic: &str) -> Option<u64> {
+    let stats = bus.stats();
+    let topic = stats.topics.iter().find(|t| t.name == topic)?;
+    topic.handed_out
+}
+
 /// Publishes 0, 1 and 2 to a topic whose one subscriber holds its first message until told
 /// (`stuck`, capacity 1), and returns once the dispatcher waits at that full mailbox with 2:
 /// the queue is then empty, and each later publish stays in it.
@@ -84,6 +91,8 @@ fn publishers_go_on_while_a_block_subscriber_is_stuck() {
     until("the dispatcher waits at the full mailbox", || {
         depth(&bus, "dispatch.tick") == Some(0)
     });
+    // 0 and 1 are handed out; 2 is being handed out, so not counted yet.
+    assert_eq!(handed_out(&bus, "dispatch.tick"), Some(2));
     // Without a dispatcher each of these would be refused: a `Block` mailbox is full.
     for n in 3..100 {
         assert_eq!(bus.try_publish(Tick(n)).map_err(|e| e.to_string()), Ok(n));
@@ -93,6 +102,7 @@ fn publishers_go_on_while_a_block_subscriber_is_stuck() {
     bus.wait_idle();
     assert_eq!(seen.get(), (0..100).map(Tick).collect::<Vec<_>>());
     assert_eq!(depth(&bus, "dispatch.tick"), Some(0));
+    assert_eq!(handed_out(&bus, "dispatch.tick"), Some(100));
 }
 
 #[test]
@@ -138,7 +148,10 @@ fn a_full_queue_is_the_publishers_backpressure() {
         .iter()
         .find(|t| t.name == "dispatch.plain")
         .unwrap();
-    assert_eq!((plain.queue_depth, plain.queue_capacity), (None, None));
+    assert_eq!(
+        (plain.queue_depth, plain.queue_capacity, plain.handed_out),
+        (None, None, None)
+    );
 }
 
 #[test]

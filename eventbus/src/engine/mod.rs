@@ -305,6 +305,7 @@ impl Engine {
                     oldest: topic.log_extent().map(|(_, oldest)| oldest),
                     queue_depth: topic.queue_depth().map(|(depth, _)| depth),
                     queue_capacity: topic.queue_depth().map(|(_, capacity)| capacity),
+                    handed_out: topic.handed_out(),
                 })
                 .collect();
             (subscriptions, topics)

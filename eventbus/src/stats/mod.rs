@@ -324,6 +324,13 @@ pub struct TopicStats {
     pub queue_depth: Option<usize>,
     /// For a dispatcher topic: the most its queue holds (`queue = N`).
     pub queue_capacity: Option<usize>,
+    /// For a dispatcher topic: the messages its dispatcher has finished with, each handed to
+    /// every subscription and observer (or, after a forced close, made their dead letters).
+    /// `published - handed_out` are in its queue or being handed out now, so when it equals
+    /// `published` every mailbox has had every message published so far. It reads low for a
+    /// moment, never high. It stays 0 if the dispatcher's thread could not start (then the
+    /// publishers hand out themselves).
+    pub handed_out: Option<u64>,
 }
 
 /// A snapshot of the whole bus, from [`Bus::stats`](crate::Bus::stats).

@@ -26,7 +26,7 @@
 //! with it: a publisher holds `sender` only, the dispatcher the order lock only.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -54,6 +54,8 @@ pub(crate) struct Queue<T> {
     capacity: usize,
     /// Numbered and not yet handed out (see the module docs).
     pending: AtomicUsize,
+    /// Handed out (or abandoned), counted after the hand-out: `TopicStats::handed_out`.
+    handed_out: AtomicU64,
     /// Whether the dispatcher thread started: without it, publishers hand out themselves.
     running: AtomicBool,
     /// The subscriber and observer lists as they were when the bus cleared them: whom a
@@ -73,6 +75,7 @@ impl<T> Queue<T> {
             receiver,
             capacity,
             pending: AtomicUsize::new(0),
+            handed_out: AtomicU64::new(0),
             running: AtomicBool::new(false),
             last: Mutex::new(None),
             #[cfg(feature = "tokio")]
@@ -89,6 +92,12 @@ impl<T> Queue<T> {
     /// Messages queued now, and the most the queue holds.
     pub(crate) fn depth(&self) -> (usize, usize) {
         (self.receiver.len(), self.capacity)
+    }
+
+    /// Messages the dispatcher has finished with: handed out, or abandoned after a forced
+    /// close. Counted after the hand-out, so it never reads high.
+    pub(crate) fn handed_out(&self) -> u64 {
+        self.handed_out.load(SeqCst)
     }
 
     /// Whether nothing is being added or handed out, and nothing waits in the queue: with the
@@ -164,6 +173,7 @@ fn run<T: Topic>(
                 topic.dispatch(envelope, lifecycle);
             }
         }));
+        queue.handed_out.fetch_add(1, SeqCst);
         queue.pending.fetch_sub(1, SeqCst);
         drop(topic);
         lifecycle.poke();
@@ -314,6 +324,7 @@ impl<T: Topic> TopicState<T> {
         let Some(queue) = &self.queue else { return };
         while let Ok(envelope) = queue.receiver.try_recv() {
             self.abandon(envelope, letters, spill);
+            queue.handed_out.fetch_add(1, SeqCst);
             queue.pending.fetch_sub(1, SeqCst);
         }
     }

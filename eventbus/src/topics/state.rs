@@ -893,6 +893,10 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         self.queue.as_ref().map(Queue::depth)
     }
 
+    fn handed_out(&self) -> Option<u64> {
+        self.queue.as_ref().map(Queue::handed_out)
+    }
+
     fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill) {
         self.close_out_queue(letters, spill);
     }
