@@ -464,8 +464,9 @@ impl<T: Topic> TopicState<T> {
         ))
     }
 
-    /// The order lock's address: which topic a thread running inline handlers holds.
-    fn order_address(&self) -> usize {
+    /// The order lock's address: which topic a thread running inline handlers holds (its
+    /// order lock, or on a dispatcher topic its queue's).
+    pub(super) fn order_address(&self) -> usize {
         Arc::as_ptr(&self.order) as *const () as usize
     }
 
