@@ -3,7 +3,9 @@
 //! while a `Block` subscriber is stuck; a full queue is their backpressure (`Full`,
 //! `Timeout`, a wait); every subscriber sees one order under many publishers; a close
 //! drains the queue then the mailboxes, a forced close makes what is queued dead letters; a
-//! handler whose wait would lead back to itself is `WouldDeadlock`.
+//! handler whose wait would lead back to itself is `WouldDeadlock`. Inline subscribers run
+//! in the publish before the message is queued: in the one order, a refusal queuing nothing
+//! and taking no seq, a full queue refusing before they run.
 
 use std::sync::{Arc, Barrier};
 
@@ -570,4 +572,36 @@ async fn publish_async_to_a_dispatcher_topic_waits_for_room_before_its_inline_ha
     assert_eq!(seen.get(), (0..8).map(Guarded).collect::<Vec<_>>());
     expected.push((7, 7));
     assert_eq!(calls.get(), expected);
+}
+
+#[test]
+fn a_close_from_an_inline_handler_of_a_dispatcher_topic_does_not_wait_for_its_own_publish() {
+    let bus = Bus::builder().build();
+    let seen = Seen::new();
+    let s = seen.clone();
+    let _queued = bus.subscribe::<Echo>(Options::default(), move |m: &Message<Echo>| {
+        s.push(*m.payload());
+    });
+    let closer = bus.clone();
+    bus.subscribe_inline::<Echo>(Options::default(), move |m: &Message<Echo>| {
+        if m.0 == 1 {
+            closer.close();
+        }
+    });
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let publisher = {
+        let bus = bus.clone();
+        std::thread::spawn(move || {
+            let first = bus.publish(Echo(0));
+            tx.send((first, bus.publish(Echo(1)))).unwrap();
+        })
+    };
+    let published = rx.recv_timeout(crate::support::PATIENCE);
+    assert_eq!(published.expect("the publish froze"), (Ok(0), Ok(1)));
+    publisher.join().unwrap();
+    assert!(bus.is_closed());
+    assert!(matches!(bus.publish(Echo(2)), Err(PublishError::Closed(_))));
+    // Accepted before the close finished: delivered.
+    bus.close();
+    assert_eq!(seen.get(), [Echo(0), Echo(1)]);
 }
