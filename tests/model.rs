@@ -12,6 +12,12 @@
 //! waits until `TopicStats::handed_out` reaches what was published, so every message is in
 //! its mailboxes, exactly. Nothing waits before a plain close: that drains the queue itself.
 //!
+//! A subscriber is sometimes an inline one (`subscribe_inline`), on any topic: its handler
+//! runs in the publish and refuses some values (an `Err` or a panic), which rejects the
+//! publish whole (no seq used, no other subscriber sees it), so the model knows which
+//! publishes are rejected. It sees every accepted message published while subscribed, in seq
+//! order, and is never stalled.
+//!
 //! The last topic is a log topic (`#[topic(retain = LOG_RETAIN)]`): its subscribers read one
 //! shared log, `DropNewest` becomes `DropOldest` there (it is refused on a log), and a
 //! stalled `DropOldest` subscriber keeps what the log keeps, not what its capacity says.
@@ -30,7 +36,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eventbus::{Bus, Message, Options, Overflow, Subscription, SubscriptionStats, Topic};
+use eventbus::{
+    Bus, Message, Options, Overflow, PublishError, Subscription, SubscriptionStats, Topic,
+};
 use proptest::prelude::*;
 use support::{Latch, Signal, PATIENCE};
 
@@ -90,6 +98,20 @@ fn fails(value: u64) -> bool {
     value % 7 == 3 || value % 11 == 5
 }
 
+/// What an inline subscriber refuses: 6 mod 13 with an `Err`, 9 mod 17 with a panic.
+fn refuses(value: u64) -> bool {
+    value % 13 == 6 || value % 17 == 9
+}
+
+/// Publishes `message`; its seq, or `None` if an inline subscriber rejected it.
+fn publish_one<E: Topic + std::fmt::Debug>(bus: &Bus, message: E) -> Option<u64> {
+    match bus.publish(message) {
+        Ok(seq) => Some(seq),
+        Err(PublishError::Rejected { .. }) => None,
+        Err(error) => panic!("publish failed: {error}"),
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Subscribe {
@@ -103,6 +125,8 @@ enum Op {
         workers: usize,
         /// A group's key (`value % 3`), or none.
         keyed: bool,
+        /// An inline subscriber (then the rest but `topic` is unused).
+        inline: bool,
     },
     Unsubscribe {
         which: usize,
@@ -136,10 +160,10 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Overflow::DropNewest)
     ];
     prop_oneof![
-        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>()).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed)| {
+        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>(), prop::bool::weighted(0.2)).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed, inline)| {
             let task = task && cfg!(feature = "tokio");
-            let workers = if topic == LOG { workers } else { 1 };
-            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed }
+            let workers = if topic == LOG && !inline { workers } else { 1 };
+            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed, inline }
         }),
         1 => any::<usize>().prop_map(|which| Op::Unsubscribe { which }),
         4 => (0..TOPICS, 1..=12u64, 1..=4u64).prop_map(|(topic, count, threads)| Op::Publish { topic, count, threads }),
@@ -164,6 +188,8 @@ struct Probe {
     /// Attempts by seq: a message handed to two workers of a group shows here.
     attempts: Mutex<HashMap<u64, u32>>,
     stall: Mutex<Option<(Signal, Latch)>>,
+    /// An inline subscriber's refusals: (seq, value).
+    refused: Mutex<Vec<(u64, u64)>>,
 }
 
 /// A group's key.
@@ -203,6 +229,25 @@ fn handler<E: Valued>(
     }
 }
 
+/// An inline subscriber's handler: (seq, value) of each message it accepts in `seen`, of
+/// each it refuses in `refused`.
+fn inline_handler<E: Valued>(
+    probe: Arc<Probe>,
+) -> impl FnMut(&Message<E>) -> Result<(), String> + Send + 'static {
+    move |m: &Message<E>| {
+        let value = m.value();
+        if !refuses(value) {
+            probe.seen.lock().unwrap().push((m.seq(), value));
+            return Ok(());
+        }
+        probe.refused.lock().unwrap().push((m.seq(), value));
+        if value % 17 == 9 {
+            panic!("boom {value}");
+        }
+        Err(format!("refused {value}"))
+    }
+}
+
 #[cfg(feature = "tokio")]
 type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
@@ -231,6 +276,7 @@ struct Sub {
     /// A group's workers (1: not a group), and whether it has a key.
     workers: usize,
     keyed: bool,
+    inline: bool,
     probe: Arc<Probe>,
     handle: Option<Subscription>,
     /// The topic's seqs from `start` to `end` (exclusive) were published while subscribed.
@@ -279,7 +325,11 @@ impl World {
     fn publish(&mut self, topic: usize, count: u64, threads: u64) {
         let first_value = self.next_value;
         self.next_value += count;
-        let published: Vec<(u64, u64)> = std::thread::scope(|scope| {
+        let refusing = self
+            .subs
+            .iter()
+            .any(|s| s.live() && s.inline && s.topic == topic);
+        let published: Vec<(Option<u64>, u64)> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads.min(count))
                 .map(|t| {
                     let bus = self.bus.clone();
@@ -288,12 +338,11 @@ impl World {
                         let mut value = first_value + t;
                         while value < first_value + count {
                             let seq = match topic {
-                                0 => bus.publish(Ev::<0> { value }).map_err(|e| e.to_string()),
-                                1 => bus.publish(Ev::<1> { value }).map_err(|e| e.to_string()),
-                                DISP => bus.publish(DispEv { value }).map_err(|e| e.to_string()),
-                                _ => bus.publish(LogEv { value }).map_err(|e| e.to_string()),
-                            }
-                            .unwrap();
+                                0 => publish_one(&bus, Ev::<0> { value }),
+                                1 => publish_one(&bus, Ev::<1> { value }),
+                                DISP => publish_one(&bus, DispEv { value }),
+                                _ => publish_one(&bus, LogEv { value }),
+                            };
                             out.push((seq, value));
                             value += threads.min(count);
                         }
@@ -306,13 +355,19 @@ impl World {
                 .flat_map(|w| w.join().unwrap())
                 .collect()
         });
+        let mut accepted = 0;
         for (seq, value) in published {
+            // Rejected exactly when a live inline subscriber refuses it.
+            let rejected = refusing && refuses(value);
+            assert_eq!(seq.is_none(), rejected, "value {value}: {seq:?}");
+            let Some(seq) = seq else { continue };
+            accepted += 1;
             assert!(
                 self.values[topic].insert(seq, value).is_none(),
                 "seq {seq} given twice"
             );
         }
-        self.next_seq[topic] += count;
+        self.next_seq[topic] += accepted;
         let mut seqs: Vec<_> = self.values[topic].keys().copied().collect();
         seqs.sort_unstable();
         assert_eq!(
@@ -369,6 +424,7 @@ impl World {
                 task,
                 workers,
                 keyed,
+                inline,
             } => {
                 // Its first message is the next one published.
                 self.settle(topic);
@@ -398,6 +454,16 @@ impl World {
                     options = options.key(|m: &LogEv| key(m.value));
                 }
                 let handle = match (topic, task) {
+                    _ if inline => {
+                        let options = Options::default().name(name.clone());
+                        let probe = probe.clone();
+                        match topic {
+                            0 => self.bus.subscribe_inline(options, inline_handler::<Ev<0>>(probe)),
+                            1 => self.bus.subscribe_inline(options, inline_handler::<Ev<1>>(probe)),
+                            DISP => self.bus.subscribe_inline(options, inline_handler::<DispEv>(probe)),
+                            _ => self.bus.subscribe_inline(options, inline_handler::<LogEv>(probe)),
+                        }
+                    }
                     #[cfg(feature = "tokio")]
                     (LOG, true) if workers > 1 => self
                         .bus
@@ -442,6 +508,7 @@ impl World {
                     retries,
                     workers,
                     keyed,
+                    inline,
                     probe,
                     handle: Some(handle),
                     start: self.next_seq[topic],
@@ -475,6 +542,7 @@ impl World {
                         && s.stalled.is_none()
                         && s.overflow != Overflow::Block
                         && s.workers == 1
+                        && !s.inline
                 };
                 if let Some(i) = self.pick(which, fit) {
                     // The next message it takes is the one published below.
@@ -484,6 +552,10 @@ impl World {
                     *self.subs[i].probe.stall.lock().unwrap() =
                         Some((started.clone(), latch.clone()));
                     let topic = self.subs[i].topic;
+                    // A value no inline subscriber refuses: it is published.
+                    while refuses(self.next_value) {
+                        self.next_value += 1;
+                    }
                     self.publish(topic, 1, 1);
                     assert_eq!(started.next(), self.next_seq[topic] - 1);
                     self.subs[i].stalled = Some((latch, self.next_seq[topic]));
@@ -567,6 +639,27 @@ impl World {
             let stats = sub.final_stats.as_ref().unwrap();
             let (start, end) = (sub.start, sub.end.unwrap());
             let name = &sub.name;
+            if sub.inline {
+                // Every message published while it was subscribed, in seq order, each with
+                // its value; its refusals took no seq (the next accepted one has it).
+                let expected: Vec<(u64, u64)> =
+                    (start..end).map(|seq| (seq, self.values[sub.topic][&seq])).collect();
+                assert_eq!(seen, expected, "{name}: inline");
+                let refused = sub.probe.refused.lock().unwrap().clone();
+                for (seq, value) in &refused {
+                    assert!(refuses(*value) && (start..=end).contains(seq), "{name}: {refused:?}");
+                }
+                let (got, no) = (seen.len() as u64, refused.len() as u64);
+                assert_eq!(stats.received, got + no, "{name}: {stats:?}");
+                assert_eq!((stats.delivered, stats.failed), (got, no), "{name}: {stats:?}");
+                // A refusal is counted as dropped: the publisher has the message back.
+                assert_eq!(
+                    (stats.queued, stats.dropped, stats.dead_lettered, stats.in_handler),
+                    (0, no, 0, 0),
+                    "{name}: {stats:?}"
+                );
+                continue;
+            }
             // One order: seqs strictly increase (a keyed group: one key's; a group without a
             // key promises none), and each seq is the message published as it.
             match (sub.workers, sub.keyed) {

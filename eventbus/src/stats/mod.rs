@@ -140,7 +140,8 @@ pub struct SubscriptionStats {
     pub filtered: u64,
     /// Messages its overflow policy discarded, or a forced close (a `close_timeout` past its
     /// deadline) left undelivered; on a log topic, also what the log trimmed before this
-    /// subscription read it.
+    /// subscription read it. For an inline subscriber: the messages it refused (each also
+    /// `failed`; the publisher has it back, so it is no dead letter).
     pub dropped: u64,
     /// On a log topic: the seq of the first message it has not finished (the one its handler
     /// is on, or the next to read). `None` for a mailbox.
