@@ -458,10 +458,18 @@ impl World {
                         let options = Options::default().name(name.clone());
                         let probe = probe.clone();
                         match topic {
-                            0 => self.bus.subscribe_inline(options, inline_handler::<Ev<0>>(probe)),
-                            1 => self.bus.subscribe_inline(options, inline_handler::<Ev<1>>(probe)),
-                            DISP => self.bus.subscribe_inline(options, inline_handler::<DispEv>(probe)),
-                            _ => self.bus.subscribe_inline(options, inline_handler::<LogEv>(probe)),
+                            0 => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<Ev<0>>(probe)),
+                            1 => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<Ev<1>>(probe)),
+                            DISP => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<DispEv>(probe)),
+                            _ => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<LogEv>(probe)),
                         }
                     }
                     #[cfg(feature = "tokio")]
@@ -642,19 +650,32 @@ impl World {
             if sub.inline {
                 // Every message published while it was subscribed, in seq order, each with
                 // its value; its refusals took no seq (the next accepted one has it).
-                let expected: Vec<(u64, u64)> =
-                    (start..end).map(|seq| (seq, self.values[sub.topic][&seq])).collect();
+                let expected: Vec<(u64, u64)> = (start..end)
+                    .map(|seq| (seq, self.values[sub.topic][&seq]))
+                    .collect();
                 assert_eq!(seen, expected, "{name}: inline");
                 let refused = sub.probe.refused.lock().unwrap().clone();
                 for (seq, value) in &refused {
-                    assert!(refuses(*value) && (start..=end).contains(seq), "{name}: {refused:?}");
+                    assert!(
+                        refuses(*value) && (start..=end).contains(seq),
+                        "{name}: {refused:?}"
+                    );
                 }
                 let (got, no) = (seen.len() as u64, refused.len() as u64);
                 assert_eq!(stats.received, got + no, "{name}: {stats:?}");
-                assert_eq!((stats.delivered, stats.failed), (got, no), "{name}: {stats:?}");
+                assert_eq!(
+                    (stats.delivered, stats.failed),
+                    (got, no),
+                    "{name}: {stats:?}"
+                );
                 // A refusal is counted as dropped: the publisher has the message back.
                 assert_eq!(
-                    (stats.queued, stats.dropped, stats.dead_lettered, stats.in_handler),
+                    (
+                        stats.queued,
+                        stats.dropped,
+                        stats.dead_lettered,
+                        stats.in_handler
+                    ),
                     (0, no, 0, 0),
                     "{name}: {stats:?}"
                 );

@@ -10,8 +10,7 @@
 use std::sync::{Arc, Barrier};
 
 use eventbus::{
-    Bus, Message, Options, Overflow, PublishError, PublishTimeoutError, Topic,
-    TryPublishError,
+    Bus, Message, Options, Overflow, PublishError, PublishTimeoutError, Topic, TryPublishError,
 };
 
 use crate::support::{until, Latch, Seen, Signal};
@@ -390,10 +389,9 @@ fn an_inline_subscriber_sees_the_dispatcher_topics_one_order_under_four_publishe
     let bus = Bus::builder().build();
     let (inline, queued) = (Seen::new(), Seen::new());
     let i = inline.clone();
-    let _inline = bus
-        .subscribe_inline::<Tick>(Options::default(), move |m: &Message<Tick>| {
-            i.push((m.seq(), *m.payload()));
-        });
+    let _inline = bus.subscribe_inline::<Tick>(Options::default(), move |m: &Message<Tick>| {
+        i.push((m.seq(), *m.payload()));
+    });
     let q = queued.clone();
     // A small mailbox: the dispatcher waits at it often, and the queue fills.
     let options = Options::default().capacity(2);
@@ -407,7 +405,12 @@ fn an_inline_subscriber_sees_the_dispatcher_topics_one_order_under_four_publishe
             std::thread::spawn(move || {
                 start.wait();
                 (0..500u64)
-                    .map(|n| (bus.publish(Tick(p * 1_000 + n)).unwrap(), Tick(p * 1_000 + n)))
+                    .map(|n| {
+                        (
+                            bus.publish(Tick(p * 1_000 + n)).unwrap(),
+                            Tick(p * 1_000 + n),
+                        )
+                    })
                     .collect::<Vec<_>>()
             })
         })
@@ -505,18 +508,17 @@ fn an_inline_handler_publishing_to_its_own_dispatcher_topic_is_would_deadlock() 
     let bus = Bus::builder().build();
     let outcomes = Seen::new();
     let (own, outcome) = (bus.clone(), outcomes.clone());
-    let _echo = bus
-        .subscribe_inline::<Echo>(Options::default(), move |m: &Message<Echo>| {
-            if m.0 == 1 {
-                let again = own.publish(Echo(2));
-                outcome.push(matches!(again, Err(PublishError::WouldDeadlock(_))));
-                let long = std::time::Duration::from_secs(60);
-                let timed = own.publish_timeout(Echo(3), long);
-                outcome.push(matches!(timed, Err(PublishTimeoutError::WouldDeadlock(_))));
-                // Another dispatcher topic: a synchronous cascade.
-                outcome.push(own.publish(Tick(1)).is_ok());
-            }
-        });
+    let _echo = bus.subscribe_inline::<Echo>(Options::default(), move |m: &Message<Echo>| {
+        if m.0 == 1 {
+            let again = own.publish(Echo(2));
+            outcome.push(matches!(again, Err(PublishError::WouldDeadlock(_))));
+            let long = std::time::Duration::from_secs(60);
+            let timed = own.publish_timeout(Echo(3), long);
+            outcome.push(matches!(timed, Err(PublishTimeoutError::WouldDeadlock(_))));
+            // Another dispatcher topic: a synchronous cascade.
+            outcome.push(own.publish(Tick(1)).is_ok());
+        }
+    });
     let (tx, rx) = crossbeam_channel::bounded(1);
     let publisher = {
         let bus = bus.clone();
@@ -564,7 +566,16 @@ async fn publish_async_to_a_dispatcher_topic_waits_for_room_before_its_inline_ha
         async move { bus.publish_async(Guarded(7)).await }
     });
     // The queue is full: a waiting publish has not reached the handler.
-    let mut expected = vec![(0, 0), (1, 1), (2, 2), (3, 99), (3, 3), (4, 4), (5, 5), (6, 6)];
+    let mut expected = vec![
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 99),
+        (3, 3),
+        (4, 4),
+        (5, 5),
+        (6, 6),
+    ];
     assert_eq!(calls.get(), expected);
     latch.open();
     assert_eq!(waiting.await.unwrap(), Ok(7));

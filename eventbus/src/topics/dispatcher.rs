@@ -422,7 +422,7 @@ impl<T: Topic> TopicState<T> {
                 self.deliver(subscribers, observers, references, entered, None, stop);
             }
             Queued::Seen(message) => {
-                let references = std::iter::repeat_n(message, count);
+                let references = std::iter::repeat(message).take(count);
                 self.deliver(subscribers, observers, references, entered, None, stop);
             }
         }
@@ -431,12 +431,7 @@ impl<T: Topic> TopicState<T> {
     /// A message the dispatcher will never hand out (the bus was stopped): a dead letter
     /// of each subscription that would have had it, counted as closed out, and dropped for
     /// each observer, counted.
-    pub(super) fn abandon(
-        &self,
-        queued: Queued<T>,
-        letters: &DeadLetterStore,
-        spill: &mut Spill,
-    ) {
+    pub(super) fn abandon(&self, queued: Queued<T>, letters: &DeadLetterStore, spill: &mut Spill) {
         let kept = self
             .queue
             .as_ref()
