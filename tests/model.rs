@@ -4,6 +4,20 @@
 //!
 //! With feature `tokio`, a subscriber is as often an async one (a task worker) as a thread.
 //!
+//! Topic `DISP` has a dispatcher (`#[topic(dispatcher, queue = DISP_QUEUE)]`): a publish
+//! returns once its message is in the topic's small queue (waiting while it is full), and the
+//! dispatcher hands it to the mailboxes later. Its subscribers are checked as a mailbox
+//! topic's, with the same expectations: before an operation whose outcome depends on what the
+//! mailboxes hold (a subscribe, an unsubscribe, a stall, a release, a forced close) the model
+//! waits until `TopicStats::handed_out` reaches what was published, so every message is in
+//! its mailboxes, exactly. Nothing waits before a plain close: that drains the queue itself.
+//!
+//! A subscriber is sometimes an inline one (`subscribe_inline`), on any topic: its handler
+//! runs in the publish and refuses some values (an `Err` or a panic), which rejects the
+//! publish whole (no seq used, no other subscriber sees it), so the model knows which
+//! publishes are rejected. It sees every accepted message published while subscribed, in seq
+//! order, and is never stalled.
+//!
 //! The last topic is a log topic (`#[topic(retain = LOG_RETAIN)]`): its subscribers read one
 //! shared log, `DropNewest` becomes `DropOldest` there (it is refused on a log), and a
 //! stalled `DropOldest` subscriber keeps what the log keeps, not what its capacity says.
@@ -22,12 +36,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eventbus::{Bus, Message, Options, Overflow, Subscription, SubscriptionStats, Topic};
+use eventbus::{
+    Bus, Message, Options, Overflow, PublishError, Subscription, SubscriptionStats, Topic,
+};
 use proptest::prelude::*;
 use support::{Latch, Signal, PATIENCE};
 
 #[derive(Topic, Debug)]
 struct Ev<const T: usize> {
+    value: u64,
+}
+
+/// How many messages the dispatcher topic's queue holds.
+const DISP_QUEUE: usize = 3;
+
+#[derive(Topic, Debug)]
+#[topic(dispatcher, queue = 3)]
+struct DispEv {
     value: u64,
 }
 
@@ -51,19 +76,40 @@ impl<const T: usize> Valued for Ev<T> {
     }
 }
 
+impl Valued for DispEv {
+    fn value(&self) -> u64 {
+        self.value
+    }
+}
+
 impl Valued for LogEv {
     fn value(&self) -> u64 {
         self.value
     }
 }
 
-/// Topics 0 and 1 are mailbox topics, `LOG` the log topic.
-const TOPICS: usize = 3;
-const LOG: usize = 2;
+/// Topics 0 and 1 are mailbox topics, `DISP` the dispatcher topic, `LOG` the log topic.
+const TOPICS: usize = 4;
+const DISP: usize = 2;
+const LOG: usize = 3;
 
 /// Messages whose value is 3 mod 7 always fail; 5 mod 11 always panic.
 fn fails(value: u64) -> bool {
     value % 7 == 3 || value % 11 == 5
+}
+
+/// What an inline subscriber refuses: 6 mod 13 with an `Err`, 9 mod 17 with a panic.
+fn refuses(value: u64) -> bool {
+    value % 13 == 6 || value % 17 == 9
+}
+
+/// Publishes `message`; its seq, or `None` if an inline subscriber rejected it.
+fn publish_one<E: Topic + std::fmt::Debug>(bus: &Bus, message: E) -> Option<u64> {
+    match bus.publish(message) {
+        Ok(seq) => Some(seq),
+        Err(PublishError::Rejected { .. }) => None,
+        Err(error) => panic!("publish failed: {error}"),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +125,8 @@ enum Op {
         workers: usize,
         /// A group's key (`value % 3`), or none.
         keyed: bool,
+        /// An inline subscriber (then the rest but `topic` is unused).
+        inline: bool,
     },
     Unsubscribe {
         which: usize,
@@ -112,10 +160,10 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Overflow::DropNewest)
     ];
     prop_oneof![
-        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>()).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed)| {
+        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>(), prop::bool::weighted(0.2)).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed, inline)| {
             let task = task && cfg!(feature = "tokio");
-            let workers = if topic == LOG { workers } else { 1 };
-            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed }
+            let workers = if topic == LOG && !inline { workers } else { 1 };
+            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed, inline }
         }),
         1 => any::<usize>().prop_map(|which| Op::Unsubscribe { which }),
         4 => (0..TOPICS, 1..=12u64, 1..=4u64).prop_map(|(topic, count, threads)| Op::Publish { topic, count, threads }),
@@ -140,6 +188,8 @@ struct Probe {
     /// Attempts by seq: a message handed to two workers of a group shows here.
     attempts: Mutex<HashMap<u64, u32>>,
     stall: Mutex<Option<(Signal, Latch)>>,
+    /// An inline subscriber's refusals: (seq, value).
+    refused: Mutex<Vec<(u64, u64)>>,
 }
 
 /// A group's key.
@@ -179,6 +229,25 @@ fn handler<E: Valued>(
     }
 }
 
+/// An inline subscriber's handler: (seq, value) of each message it accepts in `seen`, of
+/// each it refuses in `refused`.
+fn inline_handler<E: Valued>(
+    probe: Arc<Probe>,
+) -> impl FnMut(&Message<E>) -> Result<(), String> + Send + 'static {
+    move |m: &Message<E>| {
+        let value = m.value();
+        if !refuses(value) {
+            probe.seen.lock().unwrap().push((m.seq(), value));
+            return Ok(());
+        }
+        probe.refused.lock().unwrap().push((m.seq(), value));
+        if value % 17 == 9 {
+            panic!("boom {value}");
+        }
+        Err(format!("refused {value}"))
+    }
+}
+
 #[cfg(feature = "tokio")]
 type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
@@ -207,6 +276,7 @@ struct Sub {
     /// A group's workers (1: not a group), and whether it has a key.
     workers: usize,
     keyed: bool,
+    inline: bool,
     probe: Arc<Probe>,
     handle: Option<Subscription>,
     /// The topic's seqs from `start` to `end` (exclusive) were published while subscribed.
@@ -255,7 +325,11 @@ impl World {
     fn publish(&mut self, topic: usize, count: u64, threads: u64) {
         let first_value = self.next_value;
         self.next_value += count;
-        let published: Vec<(u64, u64)> = std::thread::scope(|scope| {
+        let refusing = self
+            .subs
+            .iter()
+            .any(|s| s.live() && s.inline && s.topic == topic);
+        let published: Vec<(Option<u64>, u64)> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads.min(count))
                 .map(|t| {
                     let bus = self.bus.clone();
@@ -264,11 +338,11 @@ impl World {
                         let mut value = first_value + t;
                         while value < first_value + count {
                             let seq = match topic {
-                                0 => bus.publish(Ev::<0> { value }).map_err(|e| e.to_string()),
-                                1 => bus.publish(Ev::<1> { value }).map_err(|e| e.to_string()),
-                                _ => bus.publish(LogEv { value }).map_err(|e| e.to_string()),
-                            }
-                            .unwrap();
+                                0 => publish_one(&bus, Ev::<0> { value }),
+                                1 => publish_one(&bus, Ev::<1> { value }),
+                                DISP => publish_one(&bus, DispEv { value }),
+                                _ => publish_one(&bus, LogEv { value }),
+                            };
                             out.push((seq, value));
                             value += threads.min(count);
                         }
@@ -281,13 +355,19 @@ impl World {
                 .flat_map(|w| w.join().unwrap())
                 .collect()
         });
+        let mut accepted = 0;
         for (seq, value) in published {
+            // Rejected exactly when a live inline subscriber refuses it.
+            let rejected = refusing && refuses(value);
+            assert_eq!(seq.is_none(), rejected, "value {value}: {seq:?}");
+            let Some(seq) = seq else { continue };
+            accepted += 1;
             assert!(
                 self.values[topic].insert(seq, value).is_none(),
                 "seq {seq} given twice"
             );
         }
-        self.next_seq[topic] += count;
+        self.next_seq[topic] += accepted;
         let mut seqs: Vec<_> = self.values[topic].keys().copied().collect();
         seqs.sort_unstable();
         assert_eq!(
@@ -304,8 +384,29 @@ impl World {
         (!fits.is_empty()).then(|| fits[which % fits.len()])
     }
 
+    /// On the dispatcher topic: waits until the dispatcher has handed out every message
+    /// published, so each is in its mailboxes (dropped there or queued) as on a mailbox topic.
+    /// Exact: `handed_out` never reads high.
+    fn settle(&self, topic: usize) {
+        if topic != DISP {
+            return;
+        }
+        let published = self.next_seq[DISP];
+        support::until("the dispatcher handed out every message", || {
+            let stats = self.bus.stats();
+            let disp = stats.topics.iter().find(|t| t.name == DispEv::name());
+            // Not in the stats yet: nothing was ever published or subscribed.
+            disp.map_or(published == 0, |t| {
+                assert_eq!(t.queue_capacity, Some(DISP_QUEUE));
+                t.handed_out == Some(published)
+            })
+        });
+    }
+
     fn release(&mut self, i: usize) {
         let topic = self.subs[i].topic;
+        // Every message of the window in the mailbox before the handler goes on.
+        self.settle(topic);
         let (latch, from) = self.subs[i].stalled.take().unwrap();
         self.subs[i].windows.push((from, self.next_seq[topic]));
         latch.open();
@@ -323,7 +424,10 @@ impl World {
                 task,
                 workers,
                 keyed,
+                inline,
             } => {
+                // Its first message is the next one published.
+                self.settle(topic);
                 let name = format!("s{}", self.subs.len());
                 let probe = Arc::new(Probe::default());
                 // On the log: no `DropNewest`, and `Block` capacity within what the log keeps.
@@ -350,6 +454,24 @@ impl World {
                     options = options.key(|m: &LogEv| key(m.value));
                 }
                 let handle = match (topic, task) {
+                    _ if inline => {
+                        let options = Options::default().name(name.clone());
+                        let probe = probe.clone();
+                        match topic {
+                            0 => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<Ev<0>>(probe)),
+                            1 => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<Ev<1>>(probe)),
+                            DISP => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<DispEv>(probe)),
+                            _ => self
+                                .bus
+                                .subscribe_inline(options, inline_handler::<LogEv>(probe)),
+                        }
+                    }
                     #[cfg(feature = "tokio")]
                     (LOG, true) if workers > 1 => self
                         .bus
@@ -366,6 +488,10 @@ impl World {
                         .bus
                         .subscribe_async(options, async_handler::<Ev<1>>(probe.clone())),
                     #[cfg(feature = "tokio")]
+                    (DISP, true) => self
+                        .bus
+                        .subscribe_async(options, async_handler::<DispEv>(probe.clone())),
+                    #[cfg(feature = "tokio")]
                     (_, true) => self
                         .bus
                         .subscribe_async(options, async_handler::<LogEv>(probe.clone())),
@@ -375,6 +501,9 @@ impl World {
                     (1, _) => self
                         .bus
                         .subscribe::<Ev<1>>(options, handler::<Ev<1>>(probe.clone())),
+                    (DISP, _) => self
+                        .bus
+                        .subscribe::<DispEv>(options, handler::<DispEv>(probe.clone())),
                     _ => self
                         .bus
                         .subscribe::<LogEv>(options, handler::<LogEv>(probe.clone())),
@@ -387,6 +516,7 @@ impl World {
                     retries,
                     workers,
                     keyed,
+                    inline,
                     probe,
                     handle: Some(handle),
                     start: self.next_seq[topic],
@@ -399,6 +529,8 @@ impl World {
             }
             Op::Unsubscribe { which } => {
                 if let Some(i) = self.pick(which, Sub::live) {
+                    // It has had every message published before its unsubscribe.
+                    self.settle(self.subs[i].topic);
                     if self.subs[i].stalled.is_some() {
                         self.release(i);
                     }
@@ -418,13 +550,20 @@ impl World {
                         && s.stalled.is_none()
                         && s.overflow != Overflow::Block
                         && s.workers == 1
+                        && !s.inline
                 };
                 if let Some(i) = self.pick(which, fit) {
+                    // The next message it takes is the one published below.
+                    self.settle(self.subs[i].topic);
                     self.subs[i].wait_idle();
                     let (started, latch) = (Signal::new(), Latch::new());
                     *self.subs[i].probe.stall.lock().unwrap() =
                         Some((started.clone(), latch.clone()));
                     let topic = self.subs[i].topic;
+                    // A value no inline subscriber refuses: it is published.
+                    while refuses(self.next_value) {
+                        self.next_value += 1;
+                    }
                     self.publish(topic, 1, 1);
                     assert_eq!(started.next(), self.next_seq[topic] - 1);
                     self.subs[i].stalled = Some((latch, self.next_seq[topic]));
@@ -444,6 +583,8 @@ impl World {
             .collect();
         match ending {
             Ending::ForcedWhileStalled if !stalled.is_empty() => {
+                // What each stalled mailbox holds is known only once all is handed out.
+                self.settle(DISP);
                 for sub in self.subs.iter().filter(|s| s.live() && s.stalled.is_none()) {
                     sub.wait_idle();
                 }
@@ -506,6 +647,40 @@ impl World {
             let stats = sub.final_stats.as_ref().unwrap();
             let (start, end) = (sub.start, sub.end.unwrap());
             let name = &sub.name;
+            if sub.inline {
+                // Every message published while it was subscribed, in seq order, each with
+                // its value; its refusals took no seq (the next accepted one has it).
+                let expected: Vec<(u64, u64)> = (start..end)
+                    .map(|seq| (seq, self.values[sub.topic][&seq]))
+                    .collect();
+                assert_eq!(seen, expected, "{name}: inline");
+                let refused = sub.probe.refused.lock().unwrap().clone();
+                for (seq, value) in &refused {
+                    assert!(
+                        refuses(*value) && (start..=end).contains(seq),
+                        "{name}: {refused:?}"
+                    );
+                }
+                let (got, no) = (seen.len() as u64, refused.len() as u64);
+                assert_eq!(stats.received, got + no, "{name}: {stats:?}");
+                assert_eq!(
+                    (stats.delivered, stats.failed),
+                    (got, no),
+                    "{name}: {stats:?}"
+                );
+                // A refusal is counted as dropped: the publisher has the message back.
+                assert_eq!(
+                    (
+                        stats.queued,
+                        stats.dropped,
+                        stats.dead_lettered,
+                        stats.in_handler
+                    ),
+                    (0, no, 0, 0),
+                    "{name}: {stats:?}"
+                );
+                continue;
+            }
             // One order: seqs strictly increase (a keyed group: one key's; a group without a
             // key promises none), and each seq is the message published as it.
             match (sub.workers, sub.keyed) {

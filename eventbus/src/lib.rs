@@ -647,8 +647,14 @@
 //!   subscribers, or where a publisher must not spend its time handing out: in
 //!   `benches/dispatcher.rs` a publish cost its thread under half the CPU time into 16
 //!   subscribers (0.39–0.45× over three runs), no less into 4 (0.99–1.24×), and every
-//!   message took longer end to end (1.03–1.64× the wall time: the hand-out is one more step). A dispatcher topic has no inline subscribers and no log;
-//!   [`TopicStats::queue_depth`] shows how full its queue is.
+//!   message took longer end to end (1.03–1.64× the wall time: the hand-out is one more
+//!   step). A dispatcher topic has no log. Its inline subscribers run in the publish before
+//!   the message is queued (in the topic's one order; a refusal queues nothing and takes no
+//!   seq), once the queue has room for it: a publish with inline subscribers waits for room
+//!   before they run, and they hold up the topic's other publishers while they run.
+//!   [`TopicStats::queue_depth`] shows how full its queue is, and
+//!   [`TopicStats::handed_out`] how many messages every mailbox has had (equal to
+//!   `published`: nothing is left to hand out, whatever the handlers are doing).
 //!
 //! ```
 //! use eventbus::{Bus, Message, Options, Topic};
@@ -668,6 +674,7 @@
 //! let stats = bus.stats();
 //! let click = stats.topics.iter().find(|t| t.name == "Click").unwrap();
 //! assert_eq!((click.queue_depth, click.queue_capacity), (Some(0), Some(256)));
+//! assert_eq!(click.handed_out, Some(click.published));
 //! # bus.close();
 //! ```
 //!

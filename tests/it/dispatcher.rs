@@ -3,13 +3,14 @@
 //! while a `Block` subscriber is stuck; a full queue is their backpressure (`Full`,
 //! `Timeout`, a wait); every subscriber sees one order under many publishers; a close
 //! drains the queue then the mailboxes, a forced close makes what is queued dead letters; a
-//! handler whose wait would lead back to itself is `WouldDeadlock`.
+//! handler whose wait would lead back to itself is `WouldDeadlock`. Inline subscribers run
+//! in the publish before the message is queued: in the one order, a refusal queuing nothing
+//! and taking no seq, a full queue refusing before they run.
 
 use std::sync::{Arc, Barrier};
 
 use eventbus::{
-    Bus, Message, Options, Overflow, PublishError, PublishTimeoutError, SubscribeError, Topic,
-    TryPublishError,
+    Bus, Message, Options, Overflow, PublishError, PublishTimeoutError, Topic, TryPublishError,
 };
 
 use crate::support::{until, Latch, Seen, Signal};
@@ -54,6 +55,13 @@ fn depth(bus: &Bus, topic: &str) -> Option<usize> {
     topic.queue_depth
 }
 
+/// The messages the topic's dispatcher has finished handing out, as `stats()` shows them.
+fn handed_out(bus: &Bus, topic: &str) -> Option<u64> {
+    let stats = bus.stats();
+    let topic = stats.topics.iter().find(|t| t.name == topic)?;
+    topic.handed_out
+}
+
 /// Publishes 0, 1 and 2 to a topic whose one subscriber holds its first message until told
 /// (`stuck`, capacity 1), and returns once the dispatcher waits at that full mailbox with 2:
 /// the queue is then empty, and each later publish stays in it.
@@ -84,6 +92,8 @@ fn publishers_go_on_while_a_block_subscriber_is_stuck() {
     until("the dispatcher waits at the full mailbox", || {
         depth(&bus, "dispatch.tick") == Some(0)
     });
+    // 0 and 1 are handed out; 2 is being handed out, so not counted yet.
+    assert_eq!(handed_out(&bus, "dispatch.tick"), Some(2));
     // Without a dispatcher each of these would be refused: a `Block` mailbox is full.
     for n in 3..100 {
         assert_eq!(bus.try_publish(Tick(n)).map_err(|e| e.to_string()), Ok(n));
@@ -93,6 +103,7 @@ fn publishers_go_on_while_a_block_subscriber_is_stuck() {
     bus.wait_idle();
     assert_eq!(seen.get(), (0..100).map(Tick).collect::<Vec<_>>());
     assert_eq!(depth(&bus, "dispatch.tick"), Some(0));
+    assert_eq!(handed_out(&bus, "dispatch.tick"), Some(100));
 }
 
 #[test]
@@ -138,7 +149,10 @@ fn a_full_queue_is_the_publishers_backpressure() {
         .iter()
         .find(|t| t.name == "dispatch.plain")
         .unwrap();
-    assert_eq!((plain.queue_depth, plain.queue_capacity), (None, None));
+    assert_eq!(
+        (plain.queue_depth, plain.queue_capacity, plain.handed_out),
+        (None, None, None)
+    );
 }
 
 #[test]
@@ -311,21 +325,6 @@ fn observers_see_a_dispatcher_topic_in_its_order() {
     assert_eq!(seen.get(), expected);
 }
 
-#[test]
-fn an_inline_subscriber_is_refused_on_a_dispatcher_topic() {
-    let bus = Bus::builder().build();
-    match bus.try_subscribe_inline::<Tick>(Options::default(), |_: &Message<Tick>| {}) {
-        Err(SubscribeError::Inline { topic, why, .. }) => {
-            assert_eq!(topic, "dispatch.tick");
-            assert!(why.contains("dispatcher"), "{why}");
-        }
-        other => panic!(
-            "expected SubscribeError::Inline, got {:?}",
-            other.map(|_| ())
-        ),
-    }
-}
-
 #[cfg(feature = "tokio")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publish_async_waits_for_room_in_the_queue() {
@@ -361,4 +360,259 @@ async fn publish_async_waits_for_room_in_the_queue() {
     assert_eq!(waiting.await.unwrap().unwrap(), 7);
     bus.wait_idle_async().await;
     assert_eq!(seen.get(), (0..8).map(Small).collect::<Vec<_>>());
+}
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[topic(name = "dispatch.guarded", dispatcher, queue = 4)]
+struct Guarded(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.echo", dispatcher)]
+struct Echo(u64);
+
+/// An inline subscriber of `Guarded` that refuses 99 and keeps every (seq, value) it is
+/// called with, the refused ones too.
+fn guard(bus: &Bus, calls: &Seen<(u64, u64)>) -> eventbus::Subscription {
+    let calls = calls.clone();
+    let options = Options::default().name("guard");
+    bus.subscribe_inline::<Guarded>(options, move |m: &Message<Guarded>| {
+        calls.push((m.seq(), m.0));
+        if m.0 == 99 {
+            return Err("99 is refused");
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn an_inline_subscriber_sees_the_dispatcher_topics_one_order_under_four_publishers() {
+    let bus = Bus::builder().build();
+    let (inline, queued) = (Seen::new(), Seen::new());
+    let i = inline.clone();
+    let _inline = bus.subscribe_inline::<Tick>(Options::default(), move |m: &Message<Tick>| {
+        i.push((m.seq(), *m.payload()));
+    });
+    let q = queued.clone();
+    // A small mailbox: the dispatcher waits at it often, and the queue fills.
+    let options = Options::default().capacity(2);
+    let _queued = bus.subscribe::<Tick>(options, move |m: &Message<Tick>| {
+        q.push((m.seq(), *m.payload()));
+    });
+    let start = Arc::new(Barrier::new(4));
+    let publishers: Vec<_> = (0..4u64)
+        .map(|p| {
+            let (bus, start) = (bus.clone(), Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                (0..500u64)
+                    .map(|n| {
+                        (
+                            bus.publish(Tick(p * 1_000 + n)).unwrap(),
+                            Tick(p * 1_000 + n),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut published: Vec<(u64, Tick)> = publishers
+        .into_iter()
+        .flat_map(|p| p.join().unwrap())
+        .collect();
+    published.sort();
+    bus.wait_idle();
+    assert_eq!(
+        published.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        (0..2_000).collect::<Vec<_>>()
+    );
+    // The inline handler ran in the publish, the mailbox's in its worker after the hand-out:
+    // the same sequence, with the payload each seq was given.
+    assert_eq!(inline.get(), published);
+    assert_eq!(queued.get(), published);
+}
+
+#[test]
+fn on_a_dispatcher_topic_a_refusal_leaves_no_trace_in_the_queue_and_its_seq_is_reused() {
+    let bus = Bus::builder().build();
+    let calls = Seen::new();
+    let guard = guard(&bus, &calls);
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let _stuck = stuck::<Guarded>(&bus, &latch, &seen, &started);
+    hold_the_dispatcher(&bus, &started, Guarded);
+    bus.publish(Guarded(3)).unwrap();
+    assert_eq!(depth(&bus, "dispatch.guarded"), Some(1));
+    let refused = bus.publish(Guarded(99)).unwrap_err();
+    assert!(refused.to_string().contains("99 is refused"), "{refused}");
+    assert_eq!(refused.rejection().unwrap().subscriber(), "guard");
+    assert!(matches!(refused, PublishError::Rejected { .. }));
+    assert_eq!(refused.into_inner(), Guarded(99));
+    match bus.try_publish(Guarded(99)) {
+        Err(TryPublishError::Rejected { message, .. }) => assert_eq!(message, Guarded(99)),
+        other => panic!("expected Rejected with the message back, got {other:?}"),
+    }
+    // Nothing was queued or numbered for it.
+    assert_eq!(depth(&bus, "dispatch.guarded"), Some(1));
+    let stats = bus.stats();
+    let topic = stats.topics.iter().find(|t| t.name == "dispatch.guarded");
+    assert_eq!(topic.unwrap().published, 4);
+    // The next accepted message takes the refused one's seq.
+    assert_eq!(bus.publish(Guarded(4)), Ok(4));
+    latch.open();
+    bus.close();
+    assert_eq!(seen.get(), (0..5).map(Guarded).collect::<Vec<_>>());
+    assert_eq!(
+        calls.get(),
+        [(0, 0), (1, 1), (2, 2), (3, 3), (4, 99), (4, 99), (4, 4)]
+    );
+    let stats = guard.unsubscribe();
+    assert_eq!((stats.received, stats.delivered, stats.failed), (7, 5, 2));
+    assert!(bus.dead_letters().is_empty(), "the publisher has it back");
+}
+
+#[test]
+fn a_full_queue_refuses_before_an_inline_handler_runs() {
+    let bus = Bus::builder().build();
+    let calls = Seen::new();
+    let _guard = guard(&bus, &calls);
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let _stuck = stuck::<Guarded>(&bus, &latch, &seen, &started);
+    hold_the_dispatcher(&bus, &started, Guarded);
+    for n in 3..7 {
+        bus.try_publish(Guarded(n)).unwrap();
+    }
+    assert_eq!(depth(&bus, "dispatch.guarded"), Some(4));
+    match bus.try_publish(Guarded(7)) {
+        Err(TryPublishError::Full(Guarded(7))) => {}
+        other => panic!("expected Full with the message back, got {other:?}"),
+    }
+    let short = std::time::Duration::from_millis(20);
+    match bus.publish_timeout(Guarded(7), short) {
+        Err(PublishTimeoutError::Timeout(Guarded(7))) => {}
+        other => panic!("expected Timeout with the message back, got {other:?}"),
+    }
+    // The handler saw only what was queued: a message it accepts is always published.
+    assert_eq!(calls.get(), (0..7).map(|n| (n, n)).collect::<Vec<_>>());
+    let blocked = {
+        let bus = bus.clone();
+        std::thread::spawn(move || bus.publish(Guarded(7)))
+    };
+    latch.open();
+    assert_eq!(blocked.join().unwrap(), Ok(7));
+    bus.wait_idle();
+    assert_eq!(calls.get(), (0..8).map(|n| (n, n)).collect::<Vec<_>>());
+    assert_eq!(seen.get(), (0..8).map(Guarded).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_inline_handler_publishing_to_its_own_dispatcher_topic_is_would_deadlock() {
+    let bus = Bus::builder().build();
+    let outcomes = Seen::new();
+    let (own, outcome) = (bus.clone(), outcomes.clone());
+    let _echo = bus.subscribe_inline::<Echo>(Options::default(), move |m: &Message<Echo>| {
+        if m.0 == 1 {
+            let again = own.publish(Echo(2));
+            outcome.push(matches!(again, Err(PublishError::WouldDeadlock(_))));
+            let long = std::time::Duration::from_secs(60);
+            let timed = own.publish_timeout(Echo(3), long);
+            outcome.push(matches!(timed, Err(PublishTimeoutError::WouldDeadlock(_))));
+            // Another dispatcher topic: a synchronous cascade.
+            outcome.push(own.publish(Tick(1)).is_ok());
+        }
+    });
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let publisher = {
+        let bus = bus.clone();
+        std::thread::spawn(move || tx.send(bus.publish(Echo(1))).unwrap())
+    };
+    let published = rx.recv_timeout(crate::support::PATIENCE);
+    assert_eq!(published.expect("the publish froze"), Ok(0));
+    publisher.join().unwrap();
+    assert_eq!(outcomes.get(), [true, true, true]);
+    // Nothing was left holding the topic.
+    assert_eq!(bus.publish(Echo(4)), Ok(1));
+    bus.close();
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_async_to_a_dispatcher_topic_waits_for_room_before_its_inline_handler_runs() {
+    let bus = Bus::builder().build();
+    let calls = Seen::new();
+    let _guard = guard(&bus, &calls);
+    let (latch, seen, started) = (Latch::new(), Seen::new(), Signal::new());
+    let _stuck = stuck::<Guarded>(&bus, &latch, &seen, &started);
+    bus.publish_async(Guarded(0)).await.unwrap();
+    let s = started.clone();
+    tokio::task::spawn_blocking(move || s.next()).await.unwrap();
+    bus.publish_async(Guarded(1)).await.unwrap();
+    bus.publish_async(Guarded(2)).await.unwrap();
+    let b = bus.clone();
+    tokio::task::spawn_blocking(move || {
+        until("the dispatcher waits at the full mailbox", || {
+            depth(&b, "dispatch.guarded") == Some(0)
+        })
+    })
+    .await
+    .unwrap();
+    match bus.publish_async(Guarded(99)).await {
+        Err(PublishError::Rejected { message, .. }) => assert_eq!(message, Guarded(99)),
+        other => panic!("expected Rejected with the message back, got {other:?}"),
+    }
+    for n in 3..7 {
+        assert_eq!(bus.publish_async(Guarded(n)).await, Ok(n));
+    }
+    let waiting = tokio::spawn({
+        let bus = bus.clone();
+        async move { bus.publish_async(Guarded(7)).await }
+    });
+    // The queue is full: a waiting publish has not reached the handler.
+    let mut expected = vec![
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 99),
+        (3, 3),
+        (4, 4),
+        (5, 5),
+        (6, 6),
+    ];
+    assert_eq!(calls.get(), expected);
+    latch.open();
+    assert_eq!(waiting.await.unwrap(), Ok(7));
+    bus.wait_idle_async().await;
+    assert_eq!(seen.get(), (0..8).map(Guarded).collect::<Vec<_>>());
+    expected.push((7, 7));
+    assert_eq!(calls.get(), expected);
+}
+
+#[test]
+fn a_close_from_an_inline_handler_of_a_dispatcher_topic_does_not_wait_for_its_own_publish() {
+    let bus = Bus::builder().build();
+    let seen = Seen::new();
+    let s = seen.clone();
+    let _queued = bus.subscribe::<Echo>(Options::default(), move |m: &Message<Echo>| {
+        s.push(*m.payload());
+    });
+    let closer = bus.clone();
+    bus.subscribe_inline::<Echo>(Options::default(), move |m: &Message<Echo>| {
+        if m.0 == 1 {
+            closer.close();
+        }
+    });
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let publisher = {
+        let bus = bus.clone();
+        std::thread::spawn(move || {
+            let first = bus.publish(Echo(0));
+            tx.send((first, bus.publish(Echo(1)))).unwrap();
+        })
+    };
+    let published = rx.recv_timeout(crate::support::PATIENCE);
+    assert_eq!(published.expect("the publish froze"), (Ok(0), Ok(1)));
+    publisher.join().unwrap();
+    assert!(bus.is_closed());
+    assert!(matches!(bus.publish(Echo(2)), Err(PublishError::Closed(_))));
+    // Accepted before the close finished: delivered.
+    bus.close();
+    assert_eq!(seen.get(), [Echo(0), Echo(1)]);
 }

@@ -4,11 +4,12 @@
 //! message goes back to the publisher with the handler's error.
 //!
 //! There is no mailbox and no worker: an inline subscription is its core (name, options,
-//! counters) and its handler. The topic's order lock (`topics/state.rs`) is held while the
-//! handlers run, so they see the topic's one order, one message at a time; a publish from a
-//! handler to a topic whose handlers this thread is running (its own, or one further up a
-//! synchronous cascade) would wait for a lock its own thread holds, and is refused with
-//! `WouldDeadlock` (see [`running`]).
+//! counters) and its handler. The topic's order lock (`topics/state.rs`; on a dispatcher
+//! topic, its queue's lock, `topics/dispatcher.rs`) is held while the handlers run, so they
+//! see the topic's one order, one message at a time; a publish from a handler to a topic
+//! whose handlers this thread is running (its own, or one further up a synchronous cascade)
+//! would wait for a lock its own thread holds, and is refused with `WouldDeadlock` (see
+//! [`running`]).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};

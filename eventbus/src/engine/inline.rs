@@ -64,12 +64,9 @@ impl Engine {
     ) -> Result<Arc<SubscriptionCore>, SubscribeError> {
         let id = self.next_subscription.fetch_add(1, Relaxed);
         let name: Arc<str> = subscription_name(&options, id).into();
-        let on_dispatcher = (T::dispatcher().is_some() && T::retention().is_none()).then_some(
-            "the topic has a dispatcher, which hands messages out on its own thread after the \
-             publish has returned, so an inline handler could not refuse one: subscribe with \
-             `subscribe`, or take `dispatcher` off the topic",
-        );
-        if let Some(why) = refused(&options).or(on_dispatcher) {
+        // On a dispatcher topic too: its handler runs in the publish, before the message is
+        // queued (`topics/dispatcher.rs`).
+        if let Some(why) = refused(&options) {
             return Err(SubscribeError::Inline {
                 name: name.to_string(),
                 topic: T::name(),

@@ -140,7 +140,8 @@ pub struct SubscriptionStats {
     pub filtered: u64,
     /// Messages its overflow policy discarded, or a forced close (a `close_timeout` past its
     /// deadline) left undelivered; on a log topic, also what the log trimmed before this
-    /// subscription read it.
+    /// subscription read it. For an inline subscriber: the messages it refused (each also
+    /// `failed`; the publisher has it back, so it is no dead letter).
     pub dropped: u64,
     /// On a log topic: the seq of the first message it has not finished (the one its handler
     /// is on, or the next to read). `None` for a mailbox.
@@ -324,6 +325,13 @@ pub struct TopicStats {
     pub queue_depth: Option<usize>,
     /// For a dispatcher topic: the most its queue holds (`queue = N`).
     pub queue_capacity: Option<usize>,
+    /// For a dispatcher topic: the messages its dispatcher has finished with, each handed to
+    /// every subscription and observer (or, after a forced close, made their dead letters).
+    /// `published - handed_out` are in its queue or being handed out now, so when it equals
+    /// `published` every mailbox has had every message published so far. It reads low for a
+    /// moment, never high. It stays 0 if the dispatcher's thread could not start (then the
+    /// publishers hand out themselves).
+    pub handed_out: Option<u64>,
 }
 
 /// A snapshot of the whole bus, from [`Bus::stats`](crate::Bus::stats).

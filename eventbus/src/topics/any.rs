@@ -52,6 +52,8 @@ pub(crate) trait AnyTopic: Send + Sync {
     fn log_extent(&self) -> Option<(u64, u64)>;
     /// For a dispatcher topic: the messages in its queue now, and the queue's capacity.
     fn queue_depth(&self) -> Option<(usize, usize)>;
+    /// For a dispatcher topic: the messages its dispatcher has finished with.
+    fn handed_out(&self) -> Option<u64>;
     /// After a forced stop: what a dispatcher topic's queue still holds becomes dead letters
     /// (see `dispatcher.rs`).
     fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill);

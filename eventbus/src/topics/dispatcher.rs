@@ -11,6 +11,19 @@
 //! dispatcher does. The hand-out waits at a full `Block` mailbox as a publisher would; its
 //! publishers wait only when the queue is full.
 //!
+//! # Inline subscribers
+//!
+//! A dispatcher topic's inline subscribers (`delivery/inline.rs`) run in the publish, under
+//! the queue's lock, after the message is numbered and before it is queued: in the topic's
+//! one order, and their refusal leaves no trace (the seq is not taken, nothing is queued).
+//! Room in the queue is found first, without adding, so a message they accept is always
+//! queued: only the holder of the queue's lock adds, so room found under it stays. A
+//! publisher waits for that room on `room_lock`/`room_freed`, which the dispatcher signals
+//! when it takes a message while one waits (`waiting`); a wake-up missed at that instant
+//! costs at most a slice ([`RECHECK`]), after which the publisher looks again. What they
+//! accepted is queued as the message they saw (`Queued::Seen`): a clone they keep stays the
+//! message every subscription gets.
+//!
 //! # Close
 //!
 //! A message is `pending` from its numbering until the dispatcher has let go of the order
@@ -23,19 +36,22 @@
 //! # Locks
 //!
 //! `sender` is row 4 of the bus's table (engine/mod.rs), beside the order lock and never held
-//! with it: a publisher holds `sender` only, the dispatcher the order lock only.
+//! with it: a publisher holds `sender` only, the dispatcher the order lock only. Under
+//! `sender` a publisher runs the inline handlers (row 4a) and waits on `room_lock` (row 9, a
+//! leaf); the dispatcher takes `room_lock` with nothing else held.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
 use crate::deadlock::{self, RECHECK};
 use crate::delivery::core::{Spill, SubscriptionCore, NOT_HANDLED};
+use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::observer::Inlet;
 use crate::handler::Failure;
 use crate::lifecycle::Lifecycle;
@@ -45,17 +61,57 @@ use crate::topic::Topic;
 use crate::topics::state::{Refused, TopicState, Wait};
 use crate::topics::subscribers::Subscribers;
 
+/// What a dispatcher topic's queue holds.
+pub(crate) enum Queued<T> {
+    /// A message as its publisher made it: the hand-out makes its references at once.
+    Made(Envelope<T>),
+    /// A message the topic's inline subscribers have seen and accepted (and may keep a clone
+    /// of): the hand-out shares it.
+    Seen(Message<T>),
+}
+
+impl<T> Queued<T> {
+    /// The message, for an abandoned one's dead letters.
+    fn into_message(self) -> Message<T> {
+        match self {
+            Queued::Made(envelope) => match shared::shared(envelope, 1).map(Message::new).next() {
+                Some(message) => message,
+                None => unreachable!("`shared` hands out at least one reference"),
+            },
+            Queued::Seen(message) => message,
+        }
+    }
+
+    /// The payload of a message the queue refused, for its publisher.
+    fn into_payload(self) -> T {
+        match self {
+            Queued::Made(envelope) => envelope.into_payload(),
+            Queued::Seen(_) => {
+                unreachable!("an accepted message is queued where room was found for it")
+            }
+        }
+    }
+}
+
 /// A dispatcher topic's queue.
 pub(crate) struct Queue<T> {
-    /// Held while one message is numbered and added; `None` once the bus has closed.
-    sender: Mutex<Option<Sender<Envelope<T>>>>,
+    /// Held while one message is numbered, seen by the inline subscribers and added; `None`
+    /// once the bus has closed.
+    sender: Mutex<Option<Sender<Queued<T>>>>,
     /// The dispatcher's end; a forced close takes what is left from it too.
-    receiver: Receiver<Envelope<T>>,
+    receiver: Receiver<Queued<T>>,
     capacity: usize,
     /// Numbered and not yet handed out (see the module docs).
     pending: AtomicUsize,
+    /// Handed out (or abandoned), counted after the hand-out: `TopicStats::handed_out`.
+    handed_out: AtomicU64,
     /// Whether the dispatcher thread started: without it, publishers hand out themselves.
     running: AtomicBool,
+    /// A publisher with inline subscribers waits here for room (see the module docs);
+    /// `waiting` while it does.
+    room_lock: Mutex<()>,
+    room_freed: Condvar,
+    waiting: AtomicBool,
     /// The subscriber and observer lists as they were when the bus cleared them: whom a
     /// forced close makes the queue's messages dead letters of.
     #[allow(clippy::type_complexity)]
@@ -73,7 +129,11 @@ impl<T> Queue<T> {
             receiver,
             capacity,
             pending: AtomicUsize::new(0),
+            handed_out: AtomicU64::new(0),
             running: AtomicBool::new(false),
+            room_lock: Mutex::new(()),
+            room_freed: Condvar::new(),
+            waiting: AtomicBool::new(false),
             last: Mutex::new(None),
             #[cfg(feature = "tokio")]
             room: crate::util::wake::Wake::default(),
@@ -91,6 +151,12 @@ impl<T> Queue<T> {
         (self.receiver.len(), self.capacity)
     }
 
+    /// Messages the dispatcher has finished with: handed out, or abandoned after a forced
+    /// close. Counted after the hand-out, so it never reads high.
+    pub(crate) fn handed_out(&self) -> u64 {
+        self.handed_out.load(SeqCst)
+    }
+
     /// Whether nothing is being added or handed out, and nothing waits in the queue: with the
     /// order lock free too, the topic is quiet (see the module docs).
     pub(crate) fn is_quiet(&self) -> bool {
@@ -99,6 +165,30 @@ impl<T> Queue<T> {
             return false;
         };
         self.pending.load(SeqCst) == 0
+    }
+
+    /// The dispatcher took a message: wakes a publisher waiting for room, if one waits.
+    fn freed(&self) {
+        #[cfg(feature = "tokio")]
+        self.room.notify();
+        if self.waiting.load(SeqCst) {
+            // Lock order: row 9 (`room_lock`), a leaf, nothing else held; see engine/mod.rs.
+            let _room = self.room_lock.lock();
+            self.room_freed.notify_all();
+        }
+    }
+
+    /// Waits until `sender`'s queue has room or `until` comes, whichever is first; called
+    /// under `sender`, so no one else adds meanwhile.
+    fn wait_for_room(&self, sender: &Sender<Queued<T>>, until: Instant) {
+        // Lock order: row 9 (`room_lock`), a leaf, under row 4 (`sender`); see engine/mod.rs.
+        let mut room = self.room_lock.lock();
+        self.waiting.store(true, SeqCst);
+        // Looked at after `waiting` is set: a message taken after this look wakes it.
+        if sender.is_full() {
+            let _ = self.room_freed.wait_until(&mut room, until);
+        }
+        self.waiting.store(false, SeqCst);
     }
 
     /// Whether a publish waiting for room may try again: the queue has room and no other
@@ -143,27 +233,27 @@ pub(crate) fn start<T: Topic>(
 /// The dispatcher's loop: until the queue is closed and empty, or the topic gone.
 fn run<T: Topic>(
     topic: &Weak<TopicState<T>>,
-    receiver: &Receiver<Envelope<T>>,
+    receiver: &Receiver<Queued<T>>,
     lifecycle: &Lifecycle,
     letters: &DeadLetterStore,
 ) {
     // What a stopped bus's abandoned messages push out of the dead-letter store; reused.
     let mut spill = Vec::new();
-    while let Ok(envelope) = receiver.recv() {
+    while let Ok(queued) = receiver.recv() {
         let Some(topic) = topic.upgrade() else { return };
         let Some(queue) = &topic.queue else { return };
-        #[cfg(feature = "tokio")]
-        queue.room.notify();
+        queue.freed();
         // A filter, a key or a message's `Drop` is user code: its panic is the handler's to
         // see (the mailboxes count what they could not take), never the end of the topic.
         let _ = catch_unwind(AssertUnwindSafe(|| {
             if lifecycle.is_stopped() {
-                topic.abandon(envelope, letters, &mut spill);
+                topic.abandon(queued, letters, &mut spill);
                 spill.clear();
             } else {
-                topic.dispatch(envelope, lifecycle);
+                topic.dispatch(queued, lifecycle);
             }
         }));
+        queue.handed_out.fetch_add(1, SeqCst);
         queue.pending.fetch_sub(1, SeqCst);
         drop(topic);
         lifecycle.poke();
@@ -183,6 +273,11 @@ impl<T: Topic> TopicState<T> {
         lifecycle: &Lifecycle,
         publisher: Option<&Arc<SubscriptionCore>>,
     ) -> Result<u64, (T, Refused)> {
+        // An inline handler of this topic (or one up its cascade) publishing: the queue's
+        // lock is its own thread's.
+        if inline::running(self.order_address()) {
+            return Err((payload, Refused::WouldDeadlock));
+        }
         let leads_back = || {
             publisher
                 .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &self.waits))
@@ -210,8 +305,12 @@ impl<T: Topic> TopicState<T> {
         let Some(sender) = adding.as_ref() else {
             return Err((payload, Refused::Closed));
         };
+        let inline = self.inline.load();
+        if !inline.is_empty() {
+            return self.enqueue_seen(queue, sender, &inline, payload, wait, lifecycle, leads_back);
+        }
         let seq = self.numbering.next();
-        let mut envelope = Envelope::new(seq, self.name, payload);
+        let mut envelope = Queued::Made(Envelope::new(seq, self.name, payload));
         // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
         queue.pending.fetch_add(1, SeqCst);
         let sent = loop {
@@ -246,9 +345,65 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
+    /// [`enqueue`](Self::enqueue) for a topic with inline subscribers, under the queue's lock
+    /// (`sender`): room first, then the number, the inline handlers, and the message queued
+    /// as they saw it; a refusal hands the payload back, its seq not taken.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_seen(
+        &self,
+        queue: &Queue<T>,
+        sender: &Sender<Queued<T>>,
+        inline: &[Arc<Inline<T>>],
+        payload: T,
+        wait: Wait,
+        lifecycle: &Lifecycle,
+        leads_back: impl Fn() -> bool,
+    ) -> Result<u64, (T, Refused)> {
+        // Room that stays: only the holder of `sender` adds (see the module docs).
+        while sender.is_full() {
+            if let Some(until) = slice(wait, false) {
+                queue.wait_for_room(sender, until);
+                if !sender.is_full() {
+                    break;
+                }
+            }
+            if let Some(refused) = stop_waiting(wait, lifecycle, &leads_back) {
+                return Err((payload, refused));
+            }
+        }
+        let seq = self.numbering.next();
+        let Some(lent) = shared::shared(Envelope::new(seq, self.name, payload), 1)
+            .map(Message::new)
+            .next()
+        else {
+            unreachable!("`shared` hands out at least one reference")
+        };
+        if let Said::Rejected(rejection) = inline::run(inline, &lent, self.order_address()) {
+            return match lent.try_into_payload() {
+                Ok(payload) => Err((payload, Refused::Rejected(rejection))),
+                Err(kept) => {
+                    // Its seq is used: a message with it is out there.
+                    let _ = self.numbering.take();
+                    inline::kept(&rejection, kept)
+                }
+            };
+        }
+        // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
+        queue.pending.fetch_add(1, SeqCst);
+        if sender.try_send(Queued::Seen(lent)).is_err() {
+            unreachable!(
+                "room was found under the queue's lock, where only its holder adds, and the \
+                 queue keeps its receiver"
+            );
+        }
+        let taken = self.numbering.take();
+        debug_assert_eq!(taken, seq, "numbered under the queue's lock only");
+        Ok(seq)
+    }
+
     /// Hands a queued message to every subscription and observer, waiting at full `Block`
     /// mailboxes as a publisher does; the dispatcher's step.
-    fn dispatch(&self, envelope: Envelope<T>, lifecycle: &Lifecycle) {
+    fn dispatch(&self, queued: Queued<T>, lifecycle: &Lifecycle) {
         // Lock order: row 4 (the order lock), nothing else held; rows 5, 6, 8 and channel
         // locks inside; see engine/mod.rs.
         let mut order = self.order.lock();
@@ -259,36 +414,31 @@ impl<T: Topic> TopicState<T> {
             return;
         }
         let count = subscribers.len() + usize::from(!observers.is_empty());
-        let references = order.pool.shared(envelope, count).map(Message::new);
         let stop = lifecycle.stop_signal();
-        self.deliver(
-            subscribers,
-            observers,
-            references,
-            std::iter::empty(),
-            None,
-            stop,
-        );
+        let entered = std::iter::empty();
+        match queued {
+            Queued::Made(envelope) => {
+                let references = order.pool.shared(envelope, count).map(Message::new);
+                self.deliver(subscribers, observers, references, entered, None, stop);
+            }
+            Queued::Seen(message) => {
+                let references = std::iter::repeat(message).take(count);
+                self.deliver(subscribers, observers, references, entered, None, stop);
+            }
+        }
     }
 
     /// A message the dispatcher will never hand out (the bus was stopped): a dead letter
     /// of each subscription that would have had it, counted as closed out, and dropped for
     /// each observer, counted.
-    pub(super) fn abandon(
-        &self,
-        envelope: Envelope<T>,
-        letters: &DeadLetterStore,
-        spill: &mut Spill,
-    ) {
+    pub(super) fn abandon(&self, queued: Queued<T>, letters: &DeadLetterStore, spill: &mut Spill) {
         let kept = self
             .queue
             .as_ref()
             .and_then(|queue| queue.last.lock().clone());
         let (subscribers, observers) =
             kept.unwrap_or_else(|| (self.subscribers.load_full(), self.observers.load_full()));
-        let Some(message) = shared::shared(envelope, 1).map(Message::new).next() else {
-            unreachable!("`shared` hands out at least one reference")
-        };
+        let message = queued.into_message();
         for outbox in subscribers.iter() {
             let wants = catch_unwind(AssertUnwindSafe(|| outbox.wants(message.payload())));
             if matches!(wants, Ok(false)) {
@@ -312,8 +462,9 @@ impl<T: Topic> TopicState<T> {
     /// dispatcher may take some meanwhile, and abandons those itself.
     pub(super) fn close_out_queue(&self, letters: &DeadLetterStore, spill: &mut Spill) {
         let Some(queue) = &self.queue else { return };
-        while let Ok(envelope) = queue.receiver.try_recv() {
-            self.abandon(envelope, letters, spill);
+        while let Ok(queued) = queue.receiver.try_recv() {
+            self.abandon(queued, letters, spill);
+            queue.handed_out.fetch_add(1, SeqCst);
             queue.pending.fetch_sub(1, SeqCst);
         }
     }

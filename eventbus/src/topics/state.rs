@@ -464,8 +464,9 @@ impl<T: Topic> TopicState<T> {
         ))
     }
 
-    /// The order lock's address: which topic a thread running inline handlers holds.
-    fn order_address(&self) -> usize {
+    /// The order lock's address: which topic a thread running inline handlers holds (its
+    /// order lock, or on a dispatcher topic its queue's).
+    pub(super) fn order_address(&self) -> usize {
         Arc::as_ptr(&self.order) as *const () as usize
     }
 
@@ -891,6 +892,10 @@ impl<T: Topic> AnyTopic for TopicState<T> {
 
     fn queue_depth(&self) -> Option<(usize, usize)> {
         self.queue.as_ref().map(Queue::depth)
+    }
+
+    fn handed_out(&self) -> Option<u64> {
+        self.queue.as_ref().map(Queue::handed_out)
     }
 
     fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill) {
