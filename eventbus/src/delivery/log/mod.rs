@@ -27,14 +27,16 @@
 //! of a log delivery's cost (BENCHMARKS.md). While the subscription is *protected* (open, and
 //! among the ring's cursors) this is sound: a publish of seq `s` waits while `s - position >=
 //! capacity`, and `capacity <= retain`, so no slot at or past the worker's position is
-//! written, and the age trim stops at it too. The worker copies the message's handle out of
-//! its slot (an uncounted alias: `Message::alias`) and lends the copy.
+//! written, and the age trim stops at it too. The worker copies the handles of a block of
+//! messages (up to `BATCH`, all appended already) out of their slots at once (uncounted
+//! aliases: `Message::alias`) and lends them one by one.
 //!
 //! Retiring or removing the subscription *unprotects* it, under the ring lock: it waits out
-//! a copy in progress (the cursor's `lend` state: the worker copies between `COPYING` and
-//! `IDLE`; a few instructions), and if the worker holds a copy, keeps a counted reference to
-//! that message in the ring (`held`) until the worker lets go of it, since its slot may now
-//! be written. After that the worker takes references under the ring lock, as `DropOldest`
+//! a copy in progress (the cursor's `lend` state: the worker copies a block between `COPYING`
+//! and `IDLE`; a few instructions a message), and if the worker holds a block of copies
+//! (`lent..lent_to`), keeps a counted reference to each of those messages still in its slot
+//! in the ring (`held`) until the worker lets go of the block, since their slots may now be
+//! written. After that the worker takes references under the ring lock, as `DropOldest`
 //! ones do, and may be lapped.
 //!
 //! # The seam
@@ -228,9 +230,11 @@ pub(crate) struct Cursor {
     lends: bool,
     /// `IDLE`, `COPYING` or `UNPROTECTED` (see the module docs).
     lend: AtomicU8,
-    /// The seq of the handle its worker copied and holds, or `NONE`: written by its worker
-    /// while `COPYING`.
+    /// The first seq of the block of handles its worker copied and holds, or `NONE`: written
+    /// by its worker while `COPYING`, and set to `NONE` when it lets go of the block.
     lent: AtomicU64,
+    /// One past the last seq of that block: written by its worker while `COPYING`.
+    lent_to: AtomicU64,
 }
 
 fn stopped(stop: &Receiver<()>) -> bool {
@@ -573,18 +577,23 @@ impl<T: Send + Sync + 'static> Log<T> {
             }
         }
         // Written before the worker's last `IDLE`, which the exchange above read, or let go
-        // of since (see `Reader::let_go_copy`).
+        // of since (see `Reader::let_go_block`). `lent_to` is written only while `COPYING`,
+        // which the worker can no longer enter.
         let lent = cursor.lent.load(SeqCst);
         if lent == NONE {
             return;
         }
-        // SAFETY: under the ring lock, which every write takes.
-        if let Some((_, message)) = unsafe { self.slots.get(lent) } {
-            // It does: until now the worker was protected, so the slot of the handle it
-            // holds was not written. Checked all the same, since keeping the wrong message
-            // would leave the one lent unkept.
-            if message.seq() == lent {
-                ring.held.push((cursor.node.id, message.clone()));
+        let lent_to = cursor.lent_to.load(SeqCst);
+        for seq in lent..lent_to {
+            // SAFETY: under the ring lock, which every write takes.
+            if let Some((_, message)) = unsafe { self.slots.get(seq) } {
+                // The worker's unfinished copies (at or past its position) are still in their
+                // slots: until now it was protected. Its finished ones may have been trimmed,
+                // their slots holding a later message or none; the seq tells, since keeping
+                // the wrong message would leave one lent unkept.
+                if message.seq() == seq {
+                    ring.held.push((cursor.node.id, message.clone()));
+                }
             }
         }
     }

@@ -30,7 +30,20 @@ type Group<E> = Box<[OnceLock<Chunk<E>>]>;
 /// Up to [`CHUNK`] slots, made at once.
 type Chunk<E> = Box<[Slot<E>]>;
 
-struct Slot<E>(UnsafeCell<Option<E>>);
+pub(crate) struct Slot<E>(UnsafeCell<Option<E>>);
+
+impl<E> Slot<E> {
+    /// What the slot holds, if anything.
+    ///
+    /// # Safety
+    ///
+    /// No thread writes the slot while the returned reference lives.
+    #[inline]
+    pub(crate) unsafe fn get(&self) -> Option<&E> {
+        // SAFETY: the caller's promise: the slot is not written while this is read.
+        unsafe { (*self.0.get()).as_ref() }
+    }
+}
 
 // SAFETY: a `Slots<E>` hands out `&E` to several threads (`E: Sync`) and moves `E`s in and
 // out on whichever thread holds the ring lock (`E: Send`). Its methods that touch a slot are
@@ -103,6 +116,21 @@ impl<E> Slots<E> {
         &chunk[at]
     }
 
+    /// The slots of `seq` and of the seqs after it, up to `n` of them and no further than its
+    /// chunk's end: a block read looks up its chunk once. Empty if the chunk is not made.
+    /// Reading a slot is `Slot::get`, under `get`'s rule.
+    #[inline]
+    pub(crate) fn run(&self, seq: u64, n: usize) -> &[Slot<E>] {
+        let (group, chunk, at) = self.place(seq);
+        match self.groups[group]
+            .get()
+            .and_then(|chunks| chunks[chunk].get())
+        {
+            Some(chunk) => &chunk[at..chunk.len().min(at.saturating_add(n))],
+            None => &[],
+        }
+    }
+
     /// What `seq`'s slot holds (an entry of `seq`, or of `seq ± len()`), if anything.
     ///
     /// # Safety
@@ -141,6 +169,30 @@ mod tests {
             assert_eq!(slots.get(0), Some(&"four"), "4 is 0's slot");
             assert_eq!(slots.replace(5, None), Some("one"));
             assert_eq!(slots.get(1), None);
+        }
+    }
+
+    #[test]
+    fn a_run_stops_at_its_chunks_end_and_at_n() {
+        let slots: Slots<u64> = Slots::new(2 * CHUNK);
+        assert!(slots.run(0, 4).is_empty(), "no chunk made yet");
+        // SAFETY (all): one thread.
+        unsafe {
+            for seq in CHUNK as u64 - 2..CHUNK as u64 + 2 {
+                slots.replace(seq, Some(seq));
+            }
+            let run = slots.run(CHUNK as u64 - 2, 8);
+            assert_eq!(run.len(), 2, "the first chunk's last two");
+            assert_eq!(run[1].get(), Some(&(CHUNK as u64 - 1)));
+            let run = slots.run(CHUNK as u64, 1);
+            assert_eq!(run.len(), 1);
+            assert_eq!(run[0].get(), Some(&(CHUNK as u64)));
+            let run = slots.run(3 * CHUNK as u64 + 1, 3);
+            assert_eq!(
+                run.iter().map(|slot| slot.get()).collect::<Vec<_>>(),
+                [Some(&(CHUNK as u64 + 1)), None, None],
+                "a lap later, in the second chunk"
+            );
         }
     }
 
