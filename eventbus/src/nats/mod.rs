@@ -125,6 +125,27 @@
 //! message without handling it only below its expected one, which moves past a message
 //! only once this copy handled it or the ack floor passed it.
 //!
+//! ## Keyed imports
+//!
+//! [`Bridge::export_keyed`] sends each message on one of its topic's partition subjects,
+//! picked by its key's hash; [`Bridge::import_keyed`] bridges under one name are the
+//! members of a keyed import and share the partitions, one owner per partition at a time
+//! (partition `p` to the `p % n`-th of the `n` live members, sorted by bridge id), moving
+//! them when a member comes or goes. The guarantees, per key: its messages are handled in
+//! the order exported, by one member at a time, across hand-overs; at least once across
+//! crashes. A partition's consumer gives one message at a time (the next only once the
+//! previous one is acked, whoever held it), so a partition moves without reordering. A
+//! hand-over is fenced: the old owner finishes the message in hand, waits until the server
+//! has its ack, then gives the lease back; the new owner starts once it holds the lease. A
+//! member that crashes stops renewing its leases: they lapse after one lease (10 s by
+//! default, [`ImportOptions::lease`]) and its unacknowledged message, one per partition, is
+//! sent again after the ack wait (5 s), before that partition's later ones. Only a member
+//! stalled for longer than a lease while it holds a message (its leases lapse and are
+//! taken) can overlap with the next owner on that message. The leases live in JetStream
+//! itself (nats-server 2.9 has no consumer groups): see the
+//! [wire format](crate::wire_format#keyed-topics). A topic exported keyed is still one
+//! stream in one order: a plain [`import`](Bridge::import) of it sees every message.
+//!
 //! ## The heartbeat watchdog
 //!
 //! An importer's pull requests ask the server for a heartbeat every second while nothing
