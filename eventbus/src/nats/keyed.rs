@@ -4,22 +4,26 @@
 //!
 //! # The algorithm
 //!
-//! The partition count of a topic's stream is declared once, in the key-value bucket
-//! [`DECLARED`] (key: the stream's name), by the first keyed export; every keyed export
-//! and import of the stream agrees with it. The members of the keyed import `name` of a
-//! stream meet in the bucket `eventbus-keyed-<stream>` ([`lease_bucket`]), whose entries
-//! lapse one lease (its `max_age`) after their last write:
+//! The partition count of a topic's stream is declared once, in the registry stream
+//! [`DECLARED`] (subject `eventbus-keyed.<stream>`), by the first keyed export; every keyed
+//! export and import of the stream agrees with it. (A key-value bucket would do, but
+//! async-nats 0.51's bucket calls failed against nats-server 2.9.10 here, on an answer they
+//! could not parse; so the registries are plain streams used the way buckets are.) The members of the keyed import `name` of a stream
+//! meet in the registry stream `eventbus-keyed-<stream>`, which keeps one message per
+//! subject and drops each one lease (its `max_age`) after it was stored:
 //!
-//! - `<name>.m.<member>`: a member is alive; written every quarter lease.
-//! - `<name>.p.<partition>`: the partition's lease, holding its owner; taken with a create
-//!   (put if absent), renewed every quarter lease with a compare-and-set on its revision,
-//!   given back with a purge on its revision.
+//! - `<registry>.<name>.m.<member>`: a member is alive; stored every quarter lease, purged
+//!   when it leaves.
+//! - `<registry>.<name>.p.<partition>`: the partition's lease, holding its owner; taken
+//!   with a create (`Nats-Expected-Last-Subject-Sequence: 0`), renewed every quarter lease
+//!   with a compare-and-set on its own sequence, purged when given back.
 //!
 //! Every member computes the same assignment from the sorted live members: partition `p`
 //! goes to member `p % n`. A member releases what it owns and should not (fenced, below),
 //! and takes what it should own as soon as its lease is free; it looks again every quarter
-//! lease and at once when a member comes or goes or a lease is given back (a watch on the
-//! bucket). Each partition has a durable pull consumer, `<name>-keyed-<p>`, filtered on the
+//! lease and at once when a member comes (its first entry, seen on a core subscription to
+//! the registry's subjects) or goes or gives a lease back (it publishes a nudge on
+//! [`NUDGE`]`.<stream>.<name>`). Each partition has a durable pull consumer, `<name>-keyed-<p>`, filtered on the
 //! partition's subject, with at most **one** message unacknowledged: the server gives a
 //! partition's next message only once the previous one is acked, whoever holds it, so a
 //! partition's messages are handled in stream order across owners.
@@ -553,11 +557,14 @@ impl<T: Topic + DeserializeOwned> Member<T> {
     }
 
     /// Gives `partition` back, fenced: its task stops after the message in hand, the
-    /// server shows nothing unacknowledged on its consumer (or an ack wait passes), then
+    /// server shows nothing unacknowledged on its consumer (or half a lease passes: an ack
+    /// that was lost; the server sends that message again before any later one), then
     /// the lease is purged if it is still this member's.
     fn release(&self, ready: &Ready, partition: u32, owned: Owned) -> tokio::task::JoinHandle<()> {
         let registry = ready.registry.clone();
         let subject = self.lease_subject(partition);
+        // Bounded, so that the member's other leases are renewed in time meanwhile.
+        let fence = (ready.lease / 2).min(ACK_WAIT);
         self.shared.runtime.spawn(async move {
             let Owned {
                 revision,
@@ -575,7 +582,7 @@ impl<T: Topic + DeserializeOwned> Member<T> {
                     }
                 }
             };
-            let _ = tokio::time::timeout(ACK_WAIT, settled).await;
+            let _ = tokio::time::timeout(fence, settled).await;
             let last = registry.get_last_raw_message_by_subject(&subject).await;
             if last.is_ok_and(|last| last.sequence == revision) {
                 let _ = registry.purge().filter(subject).await;

@@ -921,15 +921,15 @@ impl Bridge {
     /// in order, by one member at a time, across hand-overs; at least once across crashes.
     ///
     /// Each member owns the partitions `p` with `p % members == its rank` among the live
-    /// members (sorted by bridge id), holding a lease on each in a JetStream key-value
-    /// bucket. A partition's consumer gives one message at a time; a member giving a
-    /// partition up finishes the message in hand, waits until the server has its ack, and
-    /// only then gives the lease back (a fenced hand-over). A member that crashes stops
+    /// members (sorted by bridge id), holding a lease on each in a JetStream registry
+    /// stream (used as a key-value bucket). A partition's consumer gives one message at a
+    /// time; a member giving a partition up finishes the message in hand, waits until the
+    /// server has its ack, and only then gives the lease back (a fenced hand-over). A member that crashes stops
     /// renewing: its leases lapse after one lease (10 s, see [`ImportOptions::lease`]) and
     /// its unacknowledged message (one per partition) is sent again after the ack wait
     /// (5 s), before the partition's later ones. "Handled" is "accepted by the member's
     /// bus", as for [`import`](Bridge::import): the subscriber runs after. (See the
-    /// [wire format](crate::wire_format#keyed-topics) for the buckets and consumers.)
+    /// [wire format](crate::wire_format#keyed-topics) for the registries and consumers.)
     ///
     /// Started before any keyed export of `T`, the member waits for the first one; but a
     /// topic whose stream exists without partitions was never exported keyed.

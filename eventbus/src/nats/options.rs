@@ -228,7 +228,7 @@ impl ImportOptions {
     /// For [`Bridge::import_keyed_with`]: how long a member's lease on a partition lasts
     /// without being renewed (renewed every quarter of it), so how soon the partitions of
     /// a member that crashed go to the others (default 10 s, at least 400 ms). The first
-    /// keyed import of a stream fixes it (in its bucket); later ones use that one.
+    /// keyed import of a stream fixes it (in its registry stream); later ones use that one.
     pub fn lease(mut self, lease: Duration) -> ImportOptions {
         self.lease = Some(lease);
         self

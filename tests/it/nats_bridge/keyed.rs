@@ -1,6 +1,6 @@
 //! Keyed work across processes: `export_keyed` puts each message on its key's partition,
 //! and the members of an `import_keyed` share the partitions, one owner per partition at a
-//! time, with members joining and leaving mid-stream. Each member is a bus and a bridge of
+//! time, with members joining and leaving mid-stream, and one crashing. Each member is a bus and a bridge of
 //! its own (one process here; the server cannot tell). The tests wait for the partitions'
 //! owners by watching the leases in the import's key-value bucket (the wire format's
 //! `eventbus-keyed-<stream>`), never by sleeping.
@@ -323,4 +323,96 @@ async fn nothing_more_keyed(rx: &mut mpsc::UnboundedReceiver<Handled>, bus: &Bus
     publish(bus, n..n + 1).await;
     let after = handled(rx, 1).await;
     assert_eq!(after[0].2, n, "a message arrived twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_crashes_hands_its_partitions_over_at_least_once_in_key_order() {
+    let server = Server::start();
+    let (shop, exporter) = shop(&server).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+
+    // The member that crashes lives on a runtime of its own (its bus's workers, its
+    // bridge's tasks and its connection): shut down, it stops at once, without a word.
+    let crashing = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = server.url();
+    let crash_tx = tx.clone();
+    let lost = crashing
+        .spawn(async move {
+            let bus = bus();
+            bus.subscribe_async::<Order, _, _, _>(
+                Options::default().name("test::handled"),
+                move |m: Message<Order>| {
+                    let _ = crash_tx.send((0, m.customer, m.n));
+                    async {}
+                },
+            );
+            let bridge = Bridge::connect(&bus, &url).await.unwrap();
+            bridge
+                .import_keyed_with::<Order>("billing", ImportOptions::new().lease(LEASE))
+                .await
+                .unwrap();
+            bridge
+        })
+        .await
+        .unwrap();
+    let staying = member(&server, 1, &tx).await;
+    owned_by(&server, &[lost.id(), staying.id()]).await;
+
+    let count = 1_000;
+    publish(&shop, 0..count / 2).await;
+    // Once the crashing member has handled some, it dies mid-stream.
+    let mut seen = Vec::new();
+    while !seen.iter().any(|h: &Handled| h.0 == 0) {
+        seen.extend(handled(&mut rx, 1).await);
+    }
+    crashing.shutdown_background();
+    // Its bus and bridge went with its runtime; nothing of them runs any more.
+    std::mem::forget(lost);
+    publish(&shop, count / 2..count).await;
+
+    // Its leases lapse; the other takes every partition, and what the crashed one had not
+    // acknowledged comes again: every order at least once.
+    let deadline = Instant::now() + PATIENCE;
+    let mut missing: BTreeSet<u64> = (0..count).collect();
+    for h in &seen {
+        missing.remove(&h.2);
+    }
+    while !missing.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some(h)) => {
+                missing.remove(&h.2);
+                seen.push(h);
+            }
+            _ => panic!("{} orders never handled: {missing:?}", missing.len()),
+        }
+    }
+    // Each member handled each customer's orders in order, and only what the crashed one
+    // had in hand, unacknowledged (one per partition at most), was handled twice.
+    for member in [0, 1] {
+        let mut per_customer: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (_, customer, n) in seen.iter().filter(|h| h.0 == member) {
+            per_customer.entry(*customer).or_default().push(*n);
+        }
+        for (customer, ns) in &per_customer {
+            assert!(
+                ns.windows(2).all(|w| w[0] < w[1]),
+                "member {member}, customer {customer}: {ns:?}"
+            );
+        }
+    }
+    let mut all: Vec<u64> = seen.iter().map(|h| h.2).collect();
+    all.sort_unstable();
+    let twice = all.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(
+        twice <= PARTITIONS as usize,
+        "{twice} orders handled twice: more than one in hand per partition"
+    );
+    owned_by(&server, &[staying.id()]).await;
+    exporter.close().await.unwrap();
+    staying.close().await.unwrap();
 }
