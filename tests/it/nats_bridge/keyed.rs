@@ -1,9 +1,10 @@
 //! Keyed work across processes: `export_keyed` puts each message on its key's partition,
 //! and the members of an `import_keyed` share the partitions, one owner per partition at a
-//! time, with members joining and leaving mid-stream, and one crashing. Each member is a bus and a bridge of
-//! its own (one process here; the server cannot tell). The tests wait for the partitions'
-//! owners by watching the leases in the import's key-value bucket (the wire format's
-//! `eventbus-keyed-<stream>`), never by sleeping.
+//! time, with members joining and leaving mid-stream, and one crashing (a runtime of its
+//! own, shut down). Each member is a bus and a bridge of its own (one process here; the
+//! server cannot tell). The tests wait for the partitions' owners by reading the leases in
+//! the import's registry stream (the wire format's `eventbus-keyed-<stream>`) at each
+//! change the members publish, never by sleeping.
 
 use std::collections::{BTreeMap, BTreeSet};
 
