@@ -643,7 +643,9 @@ impl Bridge {
     /// The partition is the key's [`Hash`] bytes hashed with 64-bit FNV-1a, modulo
     /// `partitions`: the same in every process of one build. Every keyed export of a topic
     /// uses one count, which the first one declares on the server (see the
-    /// [wire format](crate::wire_format#keyed-topics)).
+    /// [wire format](crate::wire_format#keyed-topics)). The key function runs on the export
+    /// subscriber's worker, once per message; one that panics fails that message's export
+    /// (retried as the subscriber's options say, then a dead letter of the export).
     ///
     /// # Errors
     ///

@@ -417,3 +417,43 @@ async fn a_member_that_crashes_hands_its_partitions_over_at_least_once_in_key_or
     exporter.close().await.unwrap();
     staying.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_function_that_panics_makes_that_message_a_dead_letter_of_the_export() {
+    let server = Server::start();
+    let shop = bus();
+    let exporter = Bridge::connect(&shop, &server.url()).await.unwrap();
+    exporter
+        .export_keyed::<Order>(PARTITIONS, |o: &Order| {
+            assert!(o.n != 3, "no key for order 3");
+            o.customer
+        })
+        .await
+        .unwrap();
+    let audit = bus();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    audit.subscribe_async::<Order, _, _, _>(
+        Options::default().name("test::audit"),
+        move |m: Message<Order>| {
+            let _ = tx.send((0, m.customer, m.n));
+            async {}
+        },
+    );
+    let importer = Bridge::connect(&audit, &server.url()).await.unwrap();
+    importer.import::<Order>("audit").await.unwrap();
+    publish(&shop, 0..10).await;
+    let seen = handled(&mut rx, 9).await;
+    let ns: Vec<u64> = seen.iter().map(|h| h.2).collect();
+    assert_eq!(ns, [0, 1, 2, 4, 5, 6, 7, 8, 9]);
+    let letters = shop.dead_letters();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0].subscriber(), "nats-export:orders.keyed");
+    assert_eq!(letters[0].seq(), 3);
+    // `close` reports it with the exports the server never acknowledged.
+    let closed = exporter.close().await;
+    assert!(
+        matches!(&closed, Err(Error::Unsent { letters }) if letters.len() == 1),
+        "{closed:?}"
+    );
+    importer.close().await.unwrap();
+}
