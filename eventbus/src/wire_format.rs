@@ -3,7 +3,9 @@
 //! the `nats` feature; the bridge itself is `eventbus::nats` (feature `nats`).
 //!
 //! The server is NATS with JetStream (the bridge is tested against `nats-server` 2.9.10).
-//! Every topic crosses on one subject, kept in one stream that holds that subject alone.
+//! Every topic crosses on one subject, kept in one stream that holds that subject alone (a
+//! keyed topic also on its partitions' subjects, in the same stream: see
+//! [Keyed topics](#keyed-topics)).
 //!
 //! # Subject
 //!
@@ -84,8 +86,8 @@
 //!
 //! Make a durable consumer of your own on the topic's stream (not an importer's name: a
 //! consumer name is shared work, see below), read the body as JSON and the headers above,
-//! and ack. The registry stream `eventbus-copies` (subjects `eventbus-copies.>`) is the
-//! bridge's own: leave it alone.
+//! and ack. The registry streams `eventbus-copies`, `eventbus-keyed` and
+//! `eventbus-keyed-<topic stream>` are the bridge's own: leave them alone.
 //!
 //! # Imports, as the server sees them
 //!
@@ -94,3 +96,36 @@
 //! 5 s, up to 1024 unacknowledged. Bridges importing a topic under one name share that
 //! consumer and split the stream between them; each registers in `eventbus-copies` so the
 //! others know it is there.
+//!
+//! # Keyed topics
+//!
+//! A keyed export (`Bridge::export_keyed::<T>(partitions, key)`) sends each message on a
+//! partition subject instead of the topic's: the subject, then the token `~p` (which an
+//! escaped topic name never holds), then the partition's number from 0:
+//! `eventbus.orders.placed.~p.3`. The partition is the key's `Hash` bytes hashed with
+//! 64-bit FNV-1a (offset `0xcbf29ce484222325`, prime `0x100000001b3`), modulo the
+//! partition count. The topic's stream holds `eventbus.orders.placed.~p.*` as well as the
+//! subject, so it keeps every message of the topic in one order (a plain import reads all
+//! of them); a foreign producer takes part in a keyed topic by publishing on the partition
+//! subjects.
+//!
+//! The partition count is declared in the stream `eventbus-keyed` (subjects
+//! `eventbus-keyed.>`, one message per subject): subject `eventbus-keyed.<topic stream>`,
+//! the count in decimal, stored by the first keyed export with
+//! `Nats-Expected-Last-Subject-Sequence: 0`; later exports must agree.
+//!
+//! The members of a keyed import `name` meet in the stream `eventbus-keyed-<topic stream>`
+//! (subjects `eventbus-keyed-<topic stream>.>`, one message per subject, each dropped one
+//! lease after it was stored: its `max_age`, 10 s unless the first member asked otherwise):
+//!
+//! | subject | holds | written |
+//! |---|---|---|
+//! | `<registry>.<name>.m.<bridge id>` | the member's bridge id | every quarter lease while the member runs; purged when it stops |
+//! | `<registry>.<name>.p.<partition>` | the owner's bridge id | taken with `Nats-Expected-Last-Subject-Sequence: 0`, renewed every quarter lease expecting its own last sequence, purged when given back |
+//!
+//! A member that gives a lease back or leaves also publishes an empty message on the core
+//! subject `eventbus-nudge.<topic stream>.<name>` (kept in no stream) to wake the others.
+//! Each partition is read through the durable pull consumer `<name>-keyed-<partition>`
+//! on the topic's stream: filtered on the partition's subject, deliver all, explicit acks,
+//! an ack wait of 5 s, and **one** message unacknowledged at most, which is what keeps a
+//! partition's order across owners.

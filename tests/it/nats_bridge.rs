@@ -1157,6 +1157,7 @@ async fn next_message<S: futures_core::Stream + Unpin>(stream: &mut S) -> Option
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *stream).poll_next(cx)).await
 }
 
+mod keyed;
 mod stats;
 mod streams;
 mod watchdog;

@@ -65,6 +65,15 @@ pub enum Error {
         /// The topic.
         topic: &'static str,
     },
+    /// A keyed export or import cannot go as asked: a partition count out of range or other
+    /// than the topic's keyed exports declared, or a keyed import of a topic whose stream
+    /// was made without partitions.
+    Keyed {
+        /// The topic.
+        topic: &'static str,
+        /// Why.
+        why: String,
+    },
     /// The bus has no tokio runtime for the bridge's tasks.
     NoRuntime,
     /// The bridge was closed with exports the server never acknowledged: each is a dead
@@ -113,6 +122,9 @@ impl fmt::Display for Error {
                 "the export of `{topic}` cannot take a filter: the bridge filters out imported \
                  messages itself; filter on the importing side, or publish a topic of its own"
             ),
+            Error::Keyed { topic, why } => {
+                write!(f, "cannot bridge topic `{topic}` keyed: {why}")
+            }
             Error::NoRuntime => write!(
                 f,
                 "the bridge needs a tokio runtime: connect from inside one, or give the bus one \

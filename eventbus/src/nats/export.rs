@@ -13,6 +13,8 @@ pub(super) struct Outgoing<T> {
     /// Payload, `Nats-Msg-Id` and headers; no expectation (a resend carries none).
     pub(super) publish: PublishMessage,
     pub(super) id: Arc<str>,
+    /// The topic's subject, or for a keyed export its key's partition's.
+    pub(super) subject: async_nats::Subject,
 }
 
 /// A message sent, its ack to come.
@@ -31,6 +33,20 @@ pub(super) struct Handoff<T> {
     pub(super) bus: Bus,
     /// The bridge's id, for the message ids.
     pub(super) id: Arc<str>,
+    /// Where messages go: the topic's subject, or for a keyed export the partitions'
+    /// subjects and the function picking one by the message's key.
+    pub(super) route: Route<T>,
+}
+
+/// The subject an export sends a message on.
+pub(super) enum Route<T> {
+    /// The topic's subject.
+    Topic(async_nats::Subject),
+    /// The subject of the partition the key picks (see `keyed`).
+    Keyed {
+        subjects: Vec<async_nats::Subject>,
+        partition: keyed::Partitioner<T>,
+    },
 }
 
 impl<T: Topic + Serialize> Handoff<T> {
@@ -43,6 +59,13 @@ impl<T: Topic + Serialize> Handoff<T> {
     ) -> impl Future<Output = Result<(), BoxError>> {
         // Imported: never exported again (on a log topic, where no filter could tell).
         let imported = message.is_imported();
+        let subject = match &self.route {
+            Route::Topic(subject) => subject.clone(),
+            Route::Keyed {
+                subjects,
+                partition,
+            } => subjects[partition(message.payload()) as usize].clone(),
+        };
         let prepared = serde_json::to_vec(message.payload()).map(|payload| {
             let seq = message.seq().to_string();
             let id: Arc<str> = format!("{}-{seq}", self.id).into();
@@ -55,6 +78,7 @@ impl<T: Topic + Serialize> Handoff<T> {
                 message,
                 publish,
                 id,
+                subject,
             }
         });
         self.handed += u64::from(prepared.is_ok() && !imported);
@@ -91,7 +115,6 @@ impl<T: Topic + Serialize> Handoff<T> {
 /// expectations fail and it goes one at a time more often: slower, never out of order.
 pub(super) struct Sender<T> {
     pub(super) shared: Arc<Shared>,
-    pub(super) subject: async_nats::Subject,
     pub(super) topic: &'static str,
     /// The export subscriber's name and id, for dead letters.
     pub(super) name: Arc<str>,
@@ -145,7 +168,7 @@ impl<T: Topic> Sender<T> {
         let ack: Pin<Box<dyn Future<Output = _> + Send>> = match self
             .shared
             .js
-            .send_publish(self.subject.clone(), publish)
+            .send_publish(out.subject.clone(), publish)
             .await
         {
             Ok(ack) => ack.into_future(),
@@ -196,7 +219,7 @@ impl<T: Topic> Sender<T> {
             let acked = match self
                 .shared
                 .js
-                .send_publish(self.subject.clone(), publish)
+                .send_publish(out.subject.clone(), publish)
                 .await
             {
                 Ok(ack) => ack.await,

@@ -125,6 +125,27 @@
 //! message without handling it only below its expected one, which moves past a message
 //! only once this copy handled it or the ack floor passed it.
 //!
+//! ## Keyed imports
+//!
+//! [`Bridge::export_keyed`] sends each message on one of its topic's partition subjects,
+//! picked by its key's hash; [`Bridge::import_keyed`] bridges under one name are the
+//! members of a keyed import and share the partitions, one owner per partition at a time
+//! (partition `p` to the `p % n`-th of the `n` live members, sorted by bridge id), moving
+//! them when a member comes or goes. The guarantees, per key: its messages are handled in
+//! the order exported, by one member at a time, across hand-overs; at least once across
+//! crashes. A partition's consumer gives one message at a time (the next only once the
+//! previous one is acked, whoever held it), so a partition moves without reordering. A
+//! hand-over is fenced: the old owner finishes the message in hand, waits until the server
+//! has its ack, then gives the lease back; the new owner starts once it holds the lease. A
+//! member that crashes stops renewing its leases: they lapse after one lease (10 s by
+//! default, [`ImportOptions::lease`]) and its unacknowledged message, one per partition, is
+//! sent again after the ack wait (5 s), before that partition's later ones. Only a member
+//! stalled for longer than a lease while it holds a message (its leases lapse and are
+//! taken) can overlap with the next owner on that message. The leases live in JetStream
+//! itself (nats-server 2.9 has no consumer groups): see the
+//! [wire format](crate::wire_format#keyed-topics). A topic exported keyed is still one
+//! stream in one order: a plain [`import`](Bridge::import) of it sees every message.
+//!
 //! ## The heartbeat watchdog
 //!
 //! An importer's pull requests ask the server for a heartbeat every second while nothing
@@ -188,6 +209,7 @@ mod copies;
 mod error;
 mod export;
 mod import;
+mod keyed;
 mod options;
 mod stats;
 mod streams;
@@ -222,6 +244,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub use crate::stats::bridge::{BridgeStats, ExportStats, ImportStats};
 pub use connect::ConnectOptions;
 pub use error::Error;
+pub use keyed::{KeyOutput, PartitionKey};
 pub use options::{ExportOptions, ImportOptions, StreamOptions};
 
 /// The NATS client the bridge is built on, re-exported so a program can use its types
@@ -289,6 +312,9 @@ struct Shared {
     /// Each topic's stream, as an export or import of it asked (the default if none did).
     /// Lock order: a leaf, held for a look or an insert.
     streams: Mutex<std::collections::HashMap<&'static str, StreamOptions>>,
+    /// The topics this bridge exports or imports keyed: their streams also hold the
+    /// partitions' subjects. Lock order: a leaf, held for a look or an insert.
+    keyed: Mutex<std::collections::HashSet<&'static str>>,
 }
 
 struct Export {
@@ -423,6 +449,7 @@ impl Bridge {
             give_up: AtomicBool::new(false),
             runtime,
             streams: Mutex::new(std::collections::HashMap::new()),
+            keyed: Mutex::new(std::collections::HashSet::new()),
         });
         let look: Arc<crate::stats::bridge::BridgeLook> = {
             let shared = Arc::clone(&shared);
@@ -602,10 +629,84 @@ impl Bridge {
         &self,
         options: impl Into<ExportOptions>,
     ) -> Result<(), Error> {
+        self.export_routed::<T>(options.into(), None).await
+    }
+
+    /// Exports `T` keyed: each message goes on the subject of one of `partitions`
+    /// partitions, picked by the hash of `key` (as a local keyed group's
+    /// [`Options::key`]), so that the members of an [`import_keyed`](Bridge::import_keyed)
+    /// handle one key's messages in order, one member at a time. The topic's stream holds
+    /// the partitions' subjects too, in one order: a plain [`import`](Bridge::import) of it
+    /// still sees every message, in the order exported. Otherwise as
+    /// [`export`](Bridge::export).
+    ///
+    /// The partition is the key's [`Hash`] bytes hashed with 64-bit FNV-1a, modulo
+    /// `partitions`: the same in every process of one build. Every keyed export of a topic
+    /// uses one count, which the first one declares on the server (see the
+    /// [wire format](crate::wire_format#keyed-topics)). The key function runs on the export
+    /// subscriber's worker, once per message; one that panics fails that message's export
+    /// (retried as the subscriber's options say, then a dead letter of the export).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Keyed`] for 0 or more than 1024 partitions, or a count other than the one
+    /// declared; otherwise as [`export`](Bridge::export).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Topic};
+    ///
+    /// #[derive(Topic, serde::Serialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { customer: String, id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// // One customer's orders on one of 8 partitions: handled in order, by one member.
+    /// bridge.export_keyed::<OrderPlaced>(8, |o| o.customer.clone()).await?;
+    /// bus.publish_async(OrderPlaced { customer: "ada".into(), id: 1 }).await?;
+    /// bridge.close().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn export_keyed<T: Topic + Serialize>(
+        &self,
+        partitions: u32,
+        key: impl PartitionKey<T> + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        self.export_keyed_with::<T>(partitions, key, ExportOptions::new())
+            .await
+    }
+
+    /// Exports keyed like [`export_keyed`](Bridge::export_keyed), with the subscriber's
+    /// options and the stream's (as [`export_with`](Bridge::export_with)).
+    ///
+    /// # Errors
+    ///
+    /// As [`export_keyed`](Bridge::export_keyed) and [`export_with`](Bridge::export_with).
+    pub async fn export_keyed_with<T: Topic + Serialize>(
+        &self,
+        partitions: u32,
+        key: impl PartitionKey<T> + Send + Sync + 'static,
+        options: impl Into<ExportOptions>,
+    ) -> Result<(), Error> {
+        keyed::check_partitions(T::name(), partitions)?;
+        let partitioner = keyed::partitioner::<T>(partitions, key);
+        self.export_routed::<T>(options.into(), Some((partitions, partitioner)))
+            .await
+    }
+
+    /// Exports `T` on its subject, or keyed on its partitions' subjects.
+    async fn export_routed<T: Topic + Serialize>(
+        &self,
+        options: ExportOptions,
+        keyed: Option<(u32, keyed::Partitioner<T>)>,
+    ) -> Result<(), Error> {
         let ExportOptions {
             subscriber: options,
             stream,
-        } = options.into();
+        } = options;
         if options.filter.is_some() {
             return Err(Error::Filter { topic: T::name() });
         }
@@ -621,7 +722,36 @@ impl Bridge {
         {
             return Err(Error::Twice { topic: T::name() });
         }
-        self.shared.ensure_planned(T::name(), stream).await?;
+        let route = match keyed {
+            None => {
+                self.shared.ensure_planned(T::name(), stream).await?;
+                export::Route::Topic(subject(T::name()).into())
+            }
+            Some((partitions, partition)) => {
+                // Lock order: `keyed`, a leaf.
+                let was = !self.shared.keyed.lock().insert(T::name());
+                let made = self.shared.ensure_planned(T::name(), stream).await;
+                let declared = match made {
+                    Ok(_) => {
+                        let stream = self.shared.stream_of(T::name());
+                        keyed::declare(&self.shared.js, T::name(), &stream, partitions).await
+                    }
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = declared {
+                    if !was {
+                        self.shared.keyed.lock().remove(T::name());
+                    }
+                    return Err(error);
+                }
+                export::Route::Keyed {
+                    subjects: (0..partitions)
+                        .map(|p| partition_subject(T::name(), p).into())
+                        .collect(),
+                    partition,
+                }
+            }
+        };
         let (to_sender, from) = tokio::sync::mpsc::channel(WINDOW);
         let (settled_tx, settled) = tokio::sync::watch::channel(0);
         let (finish, finished) = tokio::sync::watch::channel(false);
@@ -632,6 +762,7 @@ impl Bridge {
             settled,
             bus: bus.worker_handle(),
             id: self.shared.id.as_str().into(),
+            route,
         };
         // An imported message is never exported again. On a mailbox topic the filter runs
         // on the importer's publish, on the thread it marks, and keeps the message out of
@@ -650,7 +781,6 @@ impl Bridge {
             .map_err(Error::Subscribe)?;
         let sender = Sender::<T> {
             shared: Arc::clone(&self.shared),
-            subject: subject(T::name()).into(),
             topic: T::name(),
             name: name.into(),
             subscription: subscription.id(),
@@ -786,6 +916,145 @@ impl Bridge {
         Ok(())
     }
 
+    /// Imports `T`, exported keyed ([`export_keyed`](Bridge::export_keyed)), as one member
+    /// of the keyed import `name`: the members (bridges importing `T` keyed under `name`,
+    /// here or in other processes) share the partitions, one owner per partition at a
+    /// time, and move them when a member comes or goes. So one key's messages are handled
+    /// in order, by one member at a time, across hand-overs; at least once across crashes.
+    ///
+    /// Each member owns the partitions `p` with `p % members == its rank` among the live
+    /// members (sorted by bridge id), holding a lease on each in a JetStream registry
+    /// stream (used as a key-value bucket). A partition's consumer gives one message at a
+    /// time; a member giving a partition up finishes the message in hand, waits until the
+    /// server has its ack, and only then gives the lease back (a fenced hand-over). A member that crashes stops
+    /// renewing: its leases lapse after one lease (10 s, see [`ImportOptions::lease`]) and
+    /// its unacknowledged message (one per partition) is sent again after the ack wait
+    /// (5 s), before the partition's later ones. "Handled" is "accepted by the member's
+    /// bus", as for [`import`](Bridge::import): the subscriber runs after. (See the
+    /// [wire format](crate::wire_format#keyed-topics) for the registries and consumers.)
+    ///
+    /// Started before any keyed export of `T`, the member waits for the first one; but a
+    /// topic whose stream exists without partitions was never exported keyed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Keyed`] if `T`'s stream exists and holds no partitions (exported plainly,
+    /// never keyed); [`Error::BadName`] for a name JetStream cannot hold (with the suffix
+    /// `-keyed-<partition>`); [`Error::Twice`] if this bridge already imports `T` keyed
+    /// under `name`; [`Error::Server`] if the server cannot be asked.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use eventbus::{nats::Bridge, Bus, Message, Options, Topic};
+    ///
+    /// #[derive(Topic, serde::Deserialize)]
+    /// #[topic(name = "orders.placed")]
+    /// struct OrderPlaced { customer: String, id: u64 }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bus = Bus::builder().build();
+    /// bus.subscribe::<OrderPlaced>(Options::default(), |m: &Message<OrderPlaced>| {
+    ///     println!("order {} of {}, in the customer's order", m.id, m.customer);
+    /// });
+    /// let bridge = Bridge::connect(&bus, "nats://127.0.0.1:4222").await?;
+    /// // Start this process twice: the copies share the partitions.
+    /// bridge.import_keyed::<OrderPlaced>("billing").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn import_keyed<T: Topic + DeserializeOwned>(&self, name: &str) -> Result<(), Error> {
+        self.import_keyed_with::<T>(name, ImportOptions::new())
+            .await
+    }
+
+    /// Imports keyed like [`import_keyed`](Bridge::import_keyed), from the stream
+    /// `options` name, with their [lease](ImportOptions::lease).
+    ///
+    /// # Errors
+    ///
+    /// As [`import_keyed`](Bridge::import_keyed) and [`import_with`](Bridge::import_with);
+    /// [`Error::Keyed`] for a lease under 400 ms.
+    pub async fn import_keyed_with<T: Topic + DeserializeOwned>(
+        &self,
+        name: &str,
+        options: ImportOptions,
+    ) -> Result<(), Error> {
+        let longest = keyed::durable_name(name, keyed::MAX_PARTITIONS);
+        if !valid_name(name) || !valid_name(&longest) {
+            return Err(Error::BadName {
+                name: name.to_string(),
+            });
+        }
+        let lease = options.lease.unwrap_or(keyed::LEASE);
+        if lease < keyed::MIN_LEASE {
+            return Err(Error::Keyed {
+                topic: T::name(),
+                why: format!("a lease of {lease:?}: at least {:?}", keyed::MIN_LEASE),
+            });
+        }
+        let entry = format!("keyed:{name}");
+        if self
+            .imports
+            .lock()
+            .iter()
+            .any(|i| i.topic == T::name() && i.name == entry)
+        {
+            return Err(Error::Twice { topic: T::name() });
+        }
+        let kept = self.shared.plan(T::name(), options.stream)?;
+        let stream = self.shared.stream_of(T::name());
+        let declared = keyed::declared(&self.shared.js, T::name(), &stream).await;
+        let found = match declared {
+            Ok(Some(_)) => Ok(None),
+            Ok(None) => streams::find(&self.shared.js, T::name(), &stream).await,
+            Err(error) => Err(error),
+        };
+        let refused = match found {
+            Ok(Some(made)) => {
+                let partitions = partitions_subject(T::name());
+                (!made.cached_info().config.subjects.contains(&partitions)).then(|| {
+                    Error::Keyed {
+                        topic: T::name(),
+                        why: format!(
+                            "its stream `{stream}` was made without partitions (exported or                              imported plainly): export it with `export_keyed` first"
+                        ),
+                    }
+                })
+            }
+            Ok(None) => None,
+            Err(error) => Some(error),
+        };
+        if let Some(error) = refused {
+            if kept {
+                // Lock order: `streams`, a leaf.
+                self.shared.streams.lock().remove(T::name());
+            }
+            return Err(error);
+        }
+        // Lock order: `keyed`, a leaf.
+        self.shared.keyed.lock().insert(T::name());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let member = keyed::Member::<T> {
+            shared: Arc::clone(&self.shared),
+            bus: self.bus.clone(),
+            topic: T::name(),
+            name: name.to_string(),
+            stream,
+            lease,
+            counters: self.shared.board.import(T::name(), name),
+            owned: std::collections::BTreeMap::new(),
+            kind: std::marker::PhantomData,
+        };
+        let task = self.shared.runtime.spawn(member.run(stopped));
+        self.imports.lock().push(Import {
+            topic: T::name(),
+            name: entry,
+            stop,
+            task,
+        });
+        Ok(())
+    }
+
     /// Stops the importers (each after the message in hand), then sends everything accepted
     /// for export and waits for the server's acks, for up to
     /// [`CLOSE_TIMEOUT`](Self::CLOSE_TIMEOUT). The bus stays open.
@@ -876,18 +1145,23 @@ impl Shared {
         // Lock order: `streams`, a leaf.
         let plan = self.streams.lock().get(topic).cloned().unwrap_or_default();
         let name = plan.stream_name(&subject);
+        let mut subjects = vec![subject];
+        // Lock order: `keyed`, a leaf.
+        if self.keyed.lock().contains(topic) {
+            subjects.push(partitions_subject(topic));
+        }
         if plan.existing {
-            return streams::existing(&self.js, topic, &name, &subject).await;
+            return streams::existing(&self.js, topic, &name, &subjects).await;
         }
         // A stream the options name is the topic's alone: used if it holds the subject
         // alone, refused if it holds others (made if missing). The default name, derived
         // from the subject, gets the subject added if a stream of that name lacks it.
         if plan.name.is_some() {
             if let Some(stream) = streams::find(&self.js, topic, &name).await? {
-                return streams::alone(topic, &name, &subject, stream);
+                return streams::alone(topic, &name, &subjects, stream);
             }
         }
-        streams::make_stream(&self.js, plan.config(&subject))
+        streams::make_stream(&self.js, plan.config(subjects))
             .await
             .map_err(|(what, source)| Error::Server {
                 topic,
@@ -1012,6 +1286,17 @@ fn subject(topic: &str) -> String {
         }
     }
     subject
+}
+
+/// The subject of partition `partition` of a keyed topic: its [`subject`], then `~p` (a
+/// token an escaped topic name never holds) and the partition's number.
+fn partition_subject(topic: &str, partition: u32) -> String {
+    format!("{}.~p.{partition}", subject(topic))
+}
+
+/// The subjects of every partition of a keyed topic, as its stream holds them.
+fn partitions_subject(topic: &str) -> String {
+    format!("{}.~p.*", subject(topic))
 }
 
 /// Whether JetStream can hold `name` as a consumer's or a stream's name: letters, digits,

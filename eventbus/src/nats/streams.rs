@@ -13,7 +13,7 @@ const SUBJECTS_OVERLAP: jetstream::ErrorCode = jetstream::ErrorCode(10065);
 /// How many times a create that lost a race looks again for the stream it lost to.
 const RACES: u32 = 5;
 
-/// The stream `config` names: fetched if it exists (with `config`'s first subject added if
+/// The stream `config` names: fetched if it exists (with `config`'s subjects added where
 /// missing), made otherwise.
 ///
 /// Two bridges starting together both find no stream and both create it; the loser gets
@@ -23,11 +23,10 @@ pub(super) async fn make_stream(
     js: &jetstream::Context,
     config: stream::Config,
 ) -> Result<stream::Stream, (&'static str, BoxError)> {
-    let subject = config.subjects.first().cloned();
     let mut races = 0;
     loop {
         match js.get_stream(&config.name).await {
-            Ok(stream) => return with_subject(js, stream, subject).await,
+            Ok(stream) => return with_subjects(js, stream, &config.subjects).await,
             Err(error) if !not_found(&error) => {
                 return Err(("describe the stream", Box::new(error)))
             }
@@ -41,21 +40,23 @@ pub(super) async fn make_stream(
     }
 }
 
-/// `stream`, its subjects updated to hold `subject` if they do not.
-async fn with_subject(
+/// `stream`, its subjects updated to hold `subjects` if they do not.
+async fn with_subjects(
     js: &jetstream::Context,
     stream: stream::Stream,
-    subject: Option<String>,
+    subjects: &[String],
 ) -> Result<stream::Stream, (&'static str, BoxError)> {
-    let Some(subject) = subject else {
-        return Ok(stream);
-    };
     let info = stream.cached_info();
-    if info.config.subjects.contains(&subject) {
+    let missing: Vec<String> = subjects
+        .iter()
+        .filter(|s| !info.config.subjects.contains(s))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
         return Ok(stream);
     }
     let mut config = info.config.clone();
-    config.subjects.push(subject);
+    config.subjects.extend(missing);
     js.update_stream(config)
         .await
         .map_err(|e| ("update the stream", Box::new(e) as BoxError))?;
@@ -79,22 +80,22 @@ fn lost_race(error: &jetstream::context::CreateStreamError) -> bool {
     )
 }
 
-/// The stream `name`, which must exist and hold `subject` alone (`StreamOptions::existing`):
+/// The stream `name`, which must exist and hold `subjects` alone (`StreamOptions::existing`):
 /// never made nor changed.
 pub(super) async fn existing(
     js: &jetstream::Context,
     topic: &'static str,
     name: &str,
-    subject: &str,
+    subjects: &[String],
 ) -> Result<stream::Stream, Error> {
     match find(js, topic, name).await? {
-        Some(stream) => alone(topic, name, subject, stream),
+        Some(stream) => alone(topic, name, subjects, stream),
         None => Err(Error::Stream {
             topic,
             stream: name.to_string(),
             why: format!(
                 "there is no such stream, and the options say to use an existing one: make \
-                 it with the subject `{subject}` alone, or leave out `existing()`"
+                 it with the subjects {subjects:?} alone, or leave out `existing()`"
             ),
         }),
     }
@@ -117,16 +118,22 @@ pub(super) async fn find(
     }
 }
 
-/// `stream`, if it holds `subject` alone: the importer keeps the stream's order, and
-/// another subject's messages would look like ones lost on the way (and would not decode).
+/// `stream`, if it holds the topic's `subjects` alone (its subject, and the partitions'
+/// of a keyed topic, which it may also hold otherwise): the importer keeps the stream's
+/// order, and another subject's messages would look like ones lost on the way (and would
+/// not decode).
 pub(super) fn alone(
     topic: &'static str,
     name: &str,
-    subject: &str,
+    wanted: &[String],
     stream: stream::Stream,
 ) -> Result<stream::Stream, Error> {
+    let subject = &wanted[0];
     let subjects = &stream.cached_info().config.subjects;
-    if subjects.len() != 1 || subjects[0] != subject {
+    let partitions = partitions_subject(topic);
+    let theirs = |s: &String| *s == *subject || *s == partitions;
+    let holds_all = wanted.iter().all(|w| subjects.contains(w));
+    if !holds_all || !subjects.iter().all(theirs) {
         return Err(Error::Stream {
             topic,
             stream: name.to_string(),
