@@ -47,6 +47,33 @@ async fn member(server: &Server, member: usize, tx: &mpsc::UnboundedSender<Handl
     bridge
 }
 
+/// A member whose handler takes `work` per message (its work, not a wait for anything):
+/// an import is acked once its bus accepted the message, so a slow member holds a backlog
+/// of acked messages in its mailbox when a partition moves away from it.
+async fn slow_member(
+    server: &Server,
+    member: usize,
+    tx: &mpsc::UnboundedSender<Handled>,
+    work: Duration,
+    lease: Duration,
+) -> Bridge {
+    let bus = bus();
+    let tx = tx.clone();
+    bus.subscribe_async::<Order, _, _, _>(
+        Options::default().name("test::handled"),
+        move |m: Message<Order>| {
+            let _ = tx.send((member, m.customer, m.n));
+            tokio::time::sleep(work)
+        },
+    );
+    let bridge = Bridge::connect(&bus, &server.url()).await.unwrap();
+    bridge
+        .import_keyed_with::<Order>("billing", ImportOptions::new().lease(lease))
+        .await
+        .unwrap();
+    bridge
+}
+
 /// Waits until every partition's lease is held as the assignment says for exactly
 /// `members` (partition `p` by the `p % n`-th of the sorted ids): reads the leases in the
 /// registry again at each change the members publish there (renewals every quarter
@@ -249,6 +276,38 @@ async fn members_joining_and_leaving_mid_stream_keep_each_keys_order() {
     );
     nothing_more_keyed(&mut rx, &shop, count).await;
     exporter.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+/// A partition that moves away from a member with a backlog moves only once the member
+/// has handled that backlog: each customer's orders in order across both members, read in
+/// the one order the two handlers recorded them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_waits_for_the_old_owners_backlog_to_be_handled() {
+    let server = Server::start();
+    let (shop, exporter) = shop(&server).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // A lease long enough for the fence (half of it) to outlast the backlog: 240 orders
+    // of 10 ms.
+    let (work, lease) = (Duration::from_millis(10), Duration::from_secs(6));
+    let first = slow_member(&server, 0, &tx, work, lease).await;
+    owned_by(&server, &[first.id()]).await;
+    publish(&shop, 0..240).await;
+    // The first is at work, with most of the 240 still to handle (about 2.4 s of work).
+    let mut seen = handled(&mut rx, 1).await;
+    let second = slow_member(&server, 1, &tx, work, lease).await;
+    owned_by(&server, &[first.id(), second.id()]).await;
+    publish(&shop, 240..360).await;
+    seen.extend(handled(&mut rx, 359).await);
+    assert_once_in_key_order(&seen, 360);
+    let runs = runs(&seen);
+    assert!(
+        runs.values().any(|r| r == &[0, 1]),
+        "no customer moved: {runs:?}"
+    );
+    nothing_more_keyed(&mut rx, &shop, 360).await;
+    exporter.close().await.unwrap();
+    first.close().await.unwrap();
     second.close().await.unwrap();
 }
 
