@@ -251,6 +251,9 @@ pub(super) struct Member<T> {
     pub(super) counters: Arc<stats::ImportCounters>,
     /// The partitions this member holds the lease of.
     pub(super) owned: BTreeMap<u32, Owned>,
+    /// Partitions being given back (or lost): their tasks run on their own, so the member
+    /// goes on renewing its other leases meanwhile; awaited when the import stops.
+    pub(super) releasing: Vec<tokio::task::JoinHandle<()>>,
     pub(super) kind: PhantomData<fn() -> T>,
 }
 
@@ -284,9 +287,12 @@ impl<T: Topic + DeserializeOwned> Member<T> {
         let owned = std::mem::take(&mut self.owned);
         let releases: Vec<_> = owned
             .into_iter()
-            .map(|(partition, owned)| self.release(&ready, partition, owned))
+            .map(|(_, owned)| self.release(&ready, owned))
             .collect();
-        for release in releases {
+        for release in releases
+            .into_iter()
+            .chain(std::mem::take(&mut self.releasing))
+        {
             let _ = release.await;
         }
         let subject = self.member_subject();
@@ -432,8 +438,9 @@ impl<T: Topic + DeserializeOwned> Member<T> {
         }
         for partition in lost {
             if let Some(owned) = self.owned.remove(&partition) {
+                // Not awaited here: the other leases must be renewed meanwhile.
                 let _ = owned.stop.send(true);
-                let _ = owned.task.await;
+                self.releasing.push(owned.task);
             }
         }
     }
@@ -469,16 +476,12 @@ impl<T: Topic + DeserializeOwned> Member<T> {
             .into_iter()
             .filter_map(|p| Some((p, self.owned.remove(&p)?)))
             .collect();
-        let released = !leaving.is_empty();
-        let releases: Vec<_> = leaving
-            .into_iter()
-            .map(|(partition, owned)| self.release(ready, partition, owned))
-            .collect();
-        for release in releases {
-            let _ = release.await;
-        }
-        if released {
-            self.nudge().await;
+        // Not awaited here: a release takes up to half a lease (its fence), and this
+        // member's other leases must be renewed meanwhile. Each nudges when it is done.
+        self.releasing.retain(|release| !release.is_finished());
+        for (_, owned) in leaving {
+            let release = self.release(ready, owned);
+            self.releasing.push(release);
         }
         for partition in 0..ready.partitions {
             if !mine(partition) || self.owned.contains_key(&partition) || *stopped.borrow() {
@@ -493,9 +496,9 @@ impl<T: Topic + DeserializeOwned> Member<T> {
                 Some(owned) => {
                     self.owned.insert(partition, owned);
                 }
+                // Deleted by its sequence: never a lease another member took since.
                 None => {
-                    let subject = self.lease_subject(partition);
-                    let _ = ready.registry.purge().filter(subject).await;
+                    let _ = ready.registry.delete_message(revision).await;
                 }
             }
         }
@@ -556,14 +559,18 @@ impl<T: Topic + DeserializeOwned> Member<T> {
         })
     }
 
-    /// Gives `partition` back, fenced: its task stops after the message in hand, the
-    /// server shows nothing unacknowledged on its consumer (or half a lease passes: an ack
-    /// that was lost; the server sends that message again before any later one), then
-    /// the lease is purged if it is still this member's.
-    fn release(&self, ready: &Ready, partition: u32, owned: Owned) -> tokio::task::JoinHandle<()> {
+    /// Gives `partition` back, fenced: its task stops after the message in hand; the bus's
+    /// subscriptions of the topic finish what they had been given by then (an import is
+    /// acked once the bus accepted it, not once it was handled); the server shows nothing
+    /// unacknowledged on its consumer. Each wait ends after half a lease at most (a stuck
+    /// handler, an ack that was lost: the server sends that message again before any later
+    /// one). Then the lease is deleted by its sequence (so never a lease another member took
+    /// since it lapsed), and the members are nudged.
+    fn release(&self, ready: &Ready, owned: Owned) -> tokio::task::JoinHandle<()> {
         let registry = ready.registry.clone();
-        let subject = self.lease_subject(partition);
-        // Bounded, so that the member's other leases are renewed in time meanwhile.
+        let (bus, topic) = (self.bus.clone(), self.topic);
+        let (client, nudge) = (self.shared.client.clone(), self.nudge_subject());
+        // The member renews its other leases meanwhile: this runs on its own.
         let fence = (ready.lease / 2).min(ACK_WAIT);
         self.shared.runtime.spawn(async move {
             let Owned {
@@ -574,6 +581,7 @@ impl<T: Topic + DeserializeOwned> Member<T> {
             } = owned;
             let _ = stop.send(true);
             let _ = task.await;
+            let _ = tokio::time::timeout(fence, handled(&bus, topic)).await;
             let settled = async {
                 loop {
                     match consumer.info().await {
@@ -583,11 +591,43 @@ impl<T: Topic + DeserializeOwned> Member<T> {
                 }
             };
             let _ = tokio::time::timeout(fence, settled).await;
-            let last = registry.get_last_raw_message_by_subject(&subject).await;
-            if last.is_ok_and(|last| last.sequence == revision) {
-                let _ = registry.purge().filter(subject).await;
-            }
+            let _ = registry.delete_message(revision).await;
+            let _ =
+                tokio::time::timeout(ACK_TIMEOUT, client.publish(nudge, Vec::new().into())).await;
         })
+    }
+}
+
+/// Returns once the subscriptions of `topic` on `bus` have finished (delivered,
+/// dead-lettered or dropped) as many messages as they had received when this was called,
+/// each name's subscriptions summed (the stats name a subscription, they have no id).
+async fn handled(bus: &Bus, topic: &str) {
+    let totals = |done: bool| {
+        let mut by_name = BTreeMap::<String, u64>::new();
+        for s in bus
+            .stats()
+            .subscriptions
+            .iter()
+            .filter(|s| s.topic == topic)
+        {
+            let count = match done {
+                true => s.delivered + s.dead_lettered + s.dropped,
+                false => s.received,
+            };
+            *by_name.entry(s.name.clone()).or_default() += count;
+        }
+        by_name
+    };
+    let targets = totals(false);
+    loop {
+        let done = totals(true);
+        if targets
+            .iter()
+            .all(|(name, received)| done.get(name).map_or(true, |done| done >= received))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -617,7 +657,8 @@ async fn work<T: Topic + DeserializeOwned>(
 ) {
     let mut attempt = 0u32;
     loop {
-        if *stop.borrow() || *stopped.borrow() {
+        // A member gone without a word (its sender dropped) stops its tasks too.
+        if *stop.borrow() || stop.has_changed().is_err() || *stopped.borrow() {
             return;
         }
         // Not raced against `stop`: a request dropped after it was sent would leave its

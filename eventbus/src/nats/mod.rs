@@ -1012,13 +1012,12 @@ impl Bridge {
         let refused = match found {
             Ok(Some(made)) => {
                 let partitions = partitions_subject(T::name());
-                (!made.cached_info().config.subjects.contains(&partitions)).then(|| {
-                    Error::Keyed {
-                        topic: T::name(),
-                        why: format!(
-                            "its stream `{stream}` was made without partitions (exported or                              imported plainly): export it with `export_keyed` first"
-                        ),
-                    }
+                (!made.cached_info().config.subjects.contains(&partitions)).then(|| Error::Keyed {
+                    topic: T::name(),
+                    why: format!(
+                        "its stream `{stream}` was made without partitions (exported or \
+                             imported plainly): export it with `export_keyed` first"
+                    ),
                 })
             }
             Ok(None) => None,
@@ -1043,6 +1042,7 @@ impl Bridge {
             lease,
             counters: self.shared.board.import(T::name(), name),
             owned: std::collections::BTreeMap::new(),
+            releasing: Vec::new(),
             kind: std::marker::PhantomData,
         };
         let task = self.shared.runtime.spawn(member.run(stopped));
