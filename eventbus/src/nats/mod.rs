@@ -135,8 +135,13 @@
 //! the order exported, by one member at a time, across hand-overs; at least once across
 //! crashes. A partition's consumer gives one message at a time (the next only once the
 //! previous one is acked, whoever held it), so a partition moves without reordering. A
-//! hand-over is fenced: the old owner finishes the message in hand, waits until the server
-//! has its ack, then gives the lease back; the new owner starts once it holds the lease. A
+//! hand-over is fenced: the old owner finishes the message in hand, waits until its bus's
+//! subscriptions of the topic have handled what they had been given (an import is acked
+//! once the bus accepted it, so a slow subscriber still holds acked messages) and until
+//! the server has its ack, each wait at most half a lease, then gives the lease back; the
+//! new owner starts once it holds the lease. A subscriber whose backlog takes longer than
+//! half a lease to handle can see the next owner start before it is done: give such
+//! imports a longer lease. A
 //! member that crashes stops renewing its leases: they lapse after one lease (10 s by
 //! default, [`ImportOptions::lease`]) and its unacknowledged message, one per partition, is
 //! sent again after the ack wait (5 s), before that partition's later ones. Only a member
@@ -925,12 +930,15 @@ impl Bridge {
     /// Each member owns the partitions `p` with `p % members == its rank` among the live
     /// members (sorted by bridge id), holding a lease on each in a JetStream registry
     /// stream (used as a key-value bucket). A partition's consumer gives one message at a
-    /// time; a member giving a partition up finishes the message in hand, waits until the
-    /// server has its ack, and only then gives the lease back (a fenced hand-over). A member that crashes stops
+    /// time; a member giving a partition up finishes the message in hand, waits until its
+    /// bus has handled what it had been given and the server has its ack (each at most half
+    /// a lease), and only then gives the lease back (a fenced hand-over). A member that
+    /// crashes stops
     /// renewing: its leases lapse after one lease (10 s, see [`ImportOptions::lease`]) and
     /// its unacknowledged message (one per partition) is sent again after the ack wait
-    /// (5 s), before the partition's later ones. "Handled" is "accepted by the member's
-    /// bus", as for [`import`](Bridge::import): the subscriber runs after. (See the
+    /// (5 s), before the partition's later ones. An import is acked once the member's bus
+    /// accepted the message, as for [`import`](Bridge::import); the hand-over waits for the
+    /// subscribers to handle it (at most half a lease). (See the
     /// [wire format](crate::wire_format#keyed-topics) for the registries and consumers.)
     ///
     /// Started before any keyed export of `T`, the member waits for the first one; but a
