@@ -286,8 +286,8 @@ impl<T: Topic + DeserializeOwned> Member<T> {
         self.serve(&ready, &mut stopped).await;
         let owned = std::mem::take(&mut self.owned);
         let releases: Vec<_> = owned
-            .into_iter()
-            .map(|(_, owned)| self.release(&ready, owned))
+            .into_values()
+            .map(|owned| self.release(&ready, owned))
             .collect();
         for release in releases
             .into_iter()
