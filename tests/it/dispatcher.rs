@@ -171,28 +171,7 @@ fn every_subscriber_sees_one_order_under_four_publishers() {
             })
         })
         .collect();
-    let start = Arc::new(Barrier::new(4));
-    let publishers: Vec<_> = (0..4u64)
-        .map(|p| {
-            let (bus, start) = (bus.clone(), Arc::clone(&start));
-            std::thread::spawn(move || {
-                start.wait();
-                (0..500u64)
-                    .map(|n| {
-                        (
-                            bus.publish(Tick(p * 1_000 + n)).unwrap(),
-                            Tick(p * 1_000 + n),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut published: Vec<(u64, Tick)> = publishers
-        .into_iter()
-        .flat_map(|p| p.join().unwrap())
-        .collect();
-    published.sort();
+    let published = publish_from_four_threads(&bus);
     bus.wait_idle();
     // Each seq once, 0..2000, and each publisher's messages in the order it published them.
     assert_eq!(
@@ -398,28 +377,7 @@ fn an_inline_subscriber_sees_the_dispatcher_topics_one_order_under_four_publishe
     let _queued = bus.subscribe::<Tick>(options, move |m: &Message<Tick>| {
         q.push((m.seq(), *m.payload()));
     });
-    let start = Arc::new(Barrier::new(4));
-    let publishers: Vec<_> = (0..4u64)
-        .map(|p| {
-            let (bus, start) = (bus.clone(), Arc::clone(&start));
-            std::thread::spawn(move || {
-                start.wait();
-                (0..500u64)
-                    .map(|n| {
-                        (
-                            bus.publish(Tick(p * 1_000 + n)).unwrap(),
-                            Tick(p * 1_000 + n),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut published: Vec<(u64, Tick)> = publishers
-        .into_iter()
-        .flat_map(|p| p.join().unwrap())
-        .collect();
-    published.sort();
+    let published = publish_from_four_threads(&bus);
     bus.wait_idle();
     assert_eq!(
         published.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
@@ -615,4 +573,32 @@ fn a_close_from_an_inline_handler_of_a_dispatcher_topic_does_not_wait_for_its_ow
     // Accepted before the close finished: delivered.
     bus.close();
     assert_eq!(seen.get(), [Echo(0), Echo(1)]);
+}
+
+/// Four threads, released together, publish 500 ticks each (publisher `p` the ticks
+/// `p * 1000 + n`): every (seq, tick) the publishes returned, in seq order.
+fn publish_from_four_threads(bus: &Bus) -> Vec<(u64, Tick)> {
+    let start = Arc::new(Barrier::new(4));
+    let publishers: Vec<_> = (0..4u64)
+        .map(|p| {
+            let (bus, start) = (bus.clone(), Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                (0..500u64)
+                    .map(|n| {
+                        (
+                            bus.publish(Tick(p * 1_000 + n)).unwrap(),
+                            Tick(p * 1_000 + n),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut published: Vec<(u64, Tick)> = publishers
+        .into_iter()
+        .flat_map(|p| p.join().unwrap())
+        .collect();
+    published.sort();
+    published
 }

@@ -197,6 +197,23 @@ fn runs(seen: &[Handled]) -> BTreeMap<u32, Vec<usize>> {
     runs
 }
 
+/// A bus importing `Order` plainly (not keyed) as "audit", recording what it handles as
+/// member 0.
+async fn plain_audit(server: &Server) -> (Bus, Bridge, mpsc::UnboundedReceiver<Handled>) {
+    let audit = bus();
+    let (tx, rx) = mpsc::unbounded_channel();
+    audit.subscribe_async::<Order, _, _, _>(
+        Options::default().name("test::audit"),
+        move |m: Message<Order>| {
+            let _ = tx.send((0, m.customer, m.n));
+            async {}
+        },
+    );
+    let importer = Bridge::connect(&audit, &server.url()).await.unwrap();
+    importer.import::<Order>("audit").await.unwrap();
+    (audit, importer, rx)
+}
+
 /// A shop exporting `Order` keyed on the customer.
 async fn shop(server: &Server) -> (Bus, Bridge) {
     let shop = bus();
@@ -315,17 +332,7 @@ async fn a_hand_over_waits_for_the_old_owners_backlog_to_be_handled() {
 async fn a_plain_import_of_a_keyed_topic_sees_every_message_in_order() {
     let server = Server::start();
     let (shop, exporter) = shop(&server).await;
-    let audit = bus();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    audit.subscribe_async::<Order, _, _, _>(
-        Options::default().name("test::audit"),
-        move |m: Message<Order>| {
-            let _ = tx.send((0, m.customer, m.n));
-            async {}
-        },
-    );
-    let importer = Bridge::connect(&audit, &server.url()).await.unwrap();
-    importer.import::<Order>("audit").await.unwrap();
+    let (_audit, importer, mut rx) = plain_audit(&server).await;
     publish(&shop, 0..500).await;
     let seen = handled(&mut rx, 500).await;
     let ns: Vec<u64> = seen.iter().map(|h| h.2).collect();
@@ -489,17 +496,7 @@ async fn a_key_function_that_panics_makes_that_message_a_dead_letter_of_the_expo
         })
         .await
         .unwrap();
-    let audit = bus();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    audit.subscribe_async::<Order, _, _, _>(
-        Options::default().name("test::audit"),
-        move |m: Message<Order>| {
-            let _ = tx.send((0, m.customer, m.n));
-            async {}
-        },
-    );
-    let importer = Bridge::connect(&audit, &server.url()).await.unwrap();
-    importer.import::<Order>("audit").await.unwrap();
+    let (_audit, importer, mut rx) = plain_audit(&server).await;
     publish(&shop, 0..10).await;
     let seen = handled(&mut rx, 9).await;
     let ns: Vec<u64> = seen.iter().map(|h| h.2).collect();
