@@ -50,15 +50,11 @@ pub(super) enum Route<T> {
 }
 
 impl<T: Topic + Serialize> Handoff<T> {
-    /// Serializes the message and hands it to the sender, waiting for room in its window
-    /// (backpressure); once the bus is closing, also for the server's ack, so a close of
-    /// the bus flushes the exports.
-    pub(super) fn hand(
-        &mut self,
+    /// The message with its payload, headers and subject, ready for the sender.
+    fn prepare(
+        &self,
         message: crate::message::Message<T>,
-    ) -> impl Future<Output = Result<(), BoxError>> {
-        // Imported: never exported again (on a log topic, where no filter could tell).
-        let imported = message.is_imported();
+    ) -> Result<Outgoing<T>, serde_json::Error> {
         let subject = match &self.route {
             Route::Topic(subject) => subject.clone(),
             Route::Keyed {
@@ -66,30 +62,42 @@ impl<T: Topic + Serialize> Handoff<T> {
                 partition,
             } => subjects[partition(message.payload()) as usize].clone(),
         };
-        let prepared = serde_json::to_vec(message.payload()).map(|payload| {
-            let seq = message.seq().to_string();
-            let id: Arc<str> = format!("{}-{seq}", self.id).into();
-            let publish = PublishMessage::build()
-                .payload(payload.into())
-                .message_id(&*id)
-                .header(SEQ_HEADER, seq.as_str())
-                .header(ORIGIN_HEADER, &*self.id);
-            Outgoing {
-                message,
-                publish,
-                id,
-                subject,
-            }
-        });
-        self.handed += u64::from(prepared.is_ok() && !imported);
+        let payload = serde_json::to_vec(message.payload())?;
+        let seq = message.seq().to_string();
+        let id: Arc<str> = format!("{}-{seq}", self.id).into();
+        let publish = PublishMessage::build()
+            .payload(payload.into())
+            .message_id(&*id)
+            .header(SEQ_HEADER, seq.as_str())
+            .header(ORIGIN_HEADER, &*self.id);
+        Ok(Outgoing {
+            message,
+            publish,
+            id,
+            subject,
+        })
+    }
+
+    /// Serializes the message and hands it to the sender, waiting for room in its window
+    /// (backpressure); once the bus is closing, also for the server's ack, so a close of
+    /// the bus flushes the exports.
+    pub(super) fn hand(
+        &mut self,
+        message: crate::message::Message<T>,
+    ) -> impl Future<Output = Result<(), BoxError>> {
+        // Imported: never exported again (on a log topic, where no filter could tell), and
+        // neither routed nor serialized: the key function is the user's code, and need not
+        // run for a message that goes nowhere.
+        let prepared = (!message.is_imported()).then(|| self.prepare(message));
+        self.handed += u64::from(matches!(prepared, Some(Ok(_))));
         let handed = self.handed;
         let to_sender = self.to_sender.clone();
         let mut settled = self.settled.clone();
         let bus = self.bus.worker_handle();
         async move {
-            if imported {
+            let Some(prepared) = prepared else {
                 return Ok(());
-            }
+            };
             let out = prepared?;
             if to_sender.send(out).await.is_err() {
                 return Err("the bridge's sender has stopped".into());

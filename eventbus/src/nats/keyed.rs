@@ -136,6 +136,11 @@ pub(super) fn check_partitions(topic: &'static str, partitions: u32) -> Result<(
 }
 
 /// The partition count of `stream`'s keyed exports, if one was declared.
+///
+/// # Errors
+///
+/// [`Error::Keyed`] if the declaration is not a count the bridge can use (another
+/// program wrote it): waiting for a readable one would wait forever, without a word.
 pub(super) async fn declared(
     js: &jetstream::Context,
     topic: &'static str,
@@ -143,12 +148,24 @@ pub(super) async fn declared(
 ) -> Result<Option<u32>, Error> {
     let declarations = registry(js, DECLARED, Duration::ZERO, topic).await?;
     let subject = format!("{DECLARED}.{stream}");
-    match declarations.get_last_raw_message_by_subject(&subject).await {
-        Ok(message) => Ok(std::str::from_utf8(&message.payload)
-            .ok()
-            .and_then(|v| v.parse().ok())),
-        Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(None),
-        Err(error) => Err(server(topic, error)),
+    let message = match declarations.get_last_raw_message_by_subject(&subject).await {
+        Ok(message) => message,
+        Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+            return Ok(None)
+        }
+        Err(error) => return Err(server(topic, error)),
+    };
+    let text = String::from_utf8_lossy(&message.payload);
+    match text.parse::<u32>() {
+        Ok(partitions) if check_partitions(topic, partitions).is_ok() => Ok(Some(partitions)),
+        _ => Err(Error::Keyed {
+            topic,
+            why: format!(
+                "the partition count declared for the stream `{stream}` (subject `{subject}` \
+                 of the stream `{DECLARED}`) is `{text}`, not a number from 1 to \
+                 {MAX_PARTITIONS}; another program wrote it"
+            ),
+        }),
     }
 }
 

@@ -947,7 +947,7 @@ impl Bridge {
     /// # Errors
     ///
     /// [`Error::Keyed`] if `T`'s stream exists and holds no partitions (exported plainly,
-    /// never keyed); [`Error::BadName`] for a name JetStream cannot hold (with the suffix
+    /// never keyed), or if its declared partition count cannot be read; [`Error::BadName`] for a name JetStream cannot hold (with the suffix
     /// `-keyed-<partition>`); [`Error::Twice`] if this bridge already imports `T` keyed
     /// under `name`; [`Error::Server`] if the server cannot be asked.
     ///
