@@ -21,6 +21,18 @@
 //! cargo run --example nats_shop --features nats -- --role warehouse --orders 100 --idle 5 &
 //! cargo run --example nats_shop --features nats -- --role shop --orders 100
 //! ```
+//!
+//! Those copies handle one customer's orders in any order. With `--keyed PARTITIONS` on
+//! every process, the shop exports the orders keyed on their customer (`export_keyed`, on
+//! that many partition subjects) and the warehouses import them keyed (`import_keyed`):
+//! the copies share the partitions, and each customer's orders are reserved in the order
+//! they were placed, by one copy at a time, even while copies come and go.
+//!
+//! ```sh
+//! cargo run --example nats_shop --features nats -- --role warehouse --orders 100 --idle 5 --keyed 8 &
+//! cargo run --example nats_shop --features nats -- --role warehouse --orders 100 --idle 5 --keyed 8 &
+//! cargo run --example nats_shop --features nats -- --role shop --orders 100 --keyed 8
+//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -35,7 +47,12 @@ use serde::{Deserialize, Serialize};
 pub struct OrderPlaced {
     pub id: u64,
     pub item: String,
+    /// Order `id` is placed by customer `id % CUSTOMERS`.
+    pub customer: u64,
 }
+
+/// How many customers place the orders.
+const CUSTOMERS: u64 = 5;
 
 #[derive(Topic, Serialize, Deserialize, Debug)]
 #[topic(name = "shop.stock.reserved")]
@@ -49,6 +66,8 @@ struct Args {
     orders: u64,
     /// The warehouse stops after this long without an order.
     idle: Option<Duration>,
+    /// Orders keyed on their customer, on this many partitions.
+    keyed: Option<u32>,
 }
 
 fn args() -> Result<Args, String> {
@@ -57,6 +76,7 @@ fn args() -> Result<Args, String> {
         url: "nats://127.0.0.1:4222".into(),
         orders: 5,
         idle: None,
+        keyed: None,
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
@@ -80,6 +100,12 @@ fn args() -> Result<Args, String> {
                         .map_err(|e| format!("--idle `{value}`: {e}"))?,
                 );
             }
+            "--keyed" => {
+                let partitions = value
+                    .parse()
+                    .map_err(|e| format!("--keyed `{value}`: {e}"))?;
+                args.keyed = Some(partitions);
+            }
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -96,7 +122,8 @@ async fn main() {
         Err(error) => {
             eprintln!(
                 "nats_shop: {error}\nusage: nats_shop --role shop|warehouse \
-                 [--url nats://127.0.0.1:4222] [--orders 5] [--idle SECS]"
+                 [--url nats://127.0.0.1:4222] [--orders 5] [--idle SECS] \
+                 [--keyed PARTITIONS]"
             );
             std::process::exit(2);
         }
@@ -147,11 +174,19 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             },
         );
         bridge.import::<StockReserved>("shop").await?;
-        bridge.export::<OrderPlaced>().await?;
+        match args.keyed {
+            Some(partitions) => {
+                bridge
+                    .export_keyed::<OrderPlaced>(partitions, |o| o.customer)
+                    .await?
+            }
+            None => bridge.export::<OrderPlaced>().await?,
+        }
         for id in 1..=args.orders {
             bus.publish_async(OrderPlaced {
                 id,
                 item: format!("item-{id}"),
+                customer: id % CUSTOMERS,
             })
             .await?;
             println!("shop: placed order {id}");
@@ -175,7 +210,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 }
             },
         );
-        bridge.import::<OrderPlaced>("warehouse").await?;
+        match args.keyed {
+            // The shop's export declares the partition count; the copies share them.
+            Some(_) => bridge.import_keyed::<OrderPlaced>("warehouse").await?,
+            None => bridge.import::<OrderPlaced>("warehouse").await?,
+        }
     }
     match args.idle {
         // A copy among others: done at its share, which ends when the orders stop coming.

@@ -697,6 +697,93 @@ async fn a_shop_and_two_warehouses_in_three_processes_share_the_orders() {
     );
 }
 
+/// Issue 28: the same with `--keyed`: the shop exports the orders keyed on their customer
+/// (`id % 5`), and two warehouse processes share the partitions: each order reserved once,
+/// and each customer's orders in the order they were placed within each copy (a customer
+/// may move between copies only at a fenced hand-over, when the second one joins).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shop_and_two_keyed_warehouses_keep_each_customers_order() {
+    let server = Server::start();
+    let example = build_example();
+    let n = 60;
+    let run = |role: &str, idle: Option<&str>| {
+        let mut command = Command::new(&example);
+        command.args(["--role", role, "--url", &server.url(), "--keyed", "8"]);
+        command.args(["--orders", &n.to_string()]);
+        if let Some(idle) = idle {
+            command.args(["--idle", idle]);
+        }
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let shop = run("shop", None);
+    let (east, west) = (run("warehouse", Some("8")), run("warehouse", Some("8")));
+    let outputs = tokio::task::spawn_blocking(move || {
+        [
+            wait_with_deadline(shop, "shop"),
+            wait_with_deadline(east, "warehouse east"),
+            wait_with_deadline(west, "warehouse west"),
+        ]
+    })
+    .await
+    .unwrap();
+    if outputs.iter().any(Result::is_err) {
+        let said: Vec<String> = outputs
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|failed| failed))
+            .collect();
+        panic!("{}", said.join("\n"));
+    }
+    let [shop, east, west] = outputs.map(Result::unwrap);
+    let shares: Vec<Vec<u64>> = [&east, &west]
+        .iter()
+        .map(|out| {
+            out.lines()
+                .filter_map(|l| l.strip_prefix("warehouse: reserving item-"))
+                .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+                .collect()
+        })
+        .collect();
+    for (copy, share) in shares.iter().enumerate() {
+        for customer in 0..5 {
+            let orders: Vec<u64> = share
+                .iter()
+                .copied()
+                .filter(|id| id % 5 == customer)
+                .collect();
+            assert!(
+                orders.windows(2).all(|w| w[0] < w[1]),
+                "copy {copy}, customer {customer}: {orders:?}\n{east}\n{west}"
+            );
+        }
+    }
+    let mut reserved: Vec<u64> = shares.concat();
+    reserved.sort_unstable();
+    assert_eq!(
+        reserved,
+        (1..=n).collect::<Vec<_>>(),
+        "each order reserved by one copy:\n{east}\n{west}"
+    );
+    // A customer changes copies only when a partition moves (the second copy joining, one
+    // leaving): a plain shared import would switch back and forth between them.
+    for customer in 0..5 {
+        let copies: Vec<usize> = (1..=n)
+            .filter(|id| id % 5 == customer)
+            .map(|id| usize::from(shares[1].contains(&id)))
+            .collect();
+        let switches = copies.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(
+            switches <= 2,
+            "customer {customer} went between copies {switches} times: {copies:?}\n{east}\n{west}"
+        );
+    }
+    let confirmed = shop.lines().filter(|l| l.contains("reserved")).count();
+    assert_eq!(confirmed as u64, n, "{shop}");
+}
+
 /// What the server says of the example's two durable consumers, for a failure's message.
 /// Once in several CI runs the shop's import delivered nothing while the warehouse's
 /// messages were acknowledged; the suspicion (unconfirmed) is nats-server 2.9.x making a
