@@ -223,7 +223,10 @@ fn priority_window(arrivals: &[(u64, u8)], capacity: usize, overflow: Overflow) 
     for &(seq, level) in arrivals {
         let len: usize = queued.values().map(VecDeque::len).sum();
         if len >= capacity {
-            let least = *queued.keys().next().expect("a full mailbox holds something");
+            let least = *queued
+                .keys()
+                .next()
+                .expect("a full mailbox holds something");
             let at = queued.get_mut(&least).unwrap();
             match overflow {
                 // The arriving one is the newest: it goes unless it is more urgent.
