@@ -26,13 +26,23 @@
 //! order) or not (sharing one position in the log; no order): each message once across its
 //! workers, and counts that add up. Groups are never stalled (their other workers go on).
 //!
+//! A subscriber of a topic without a log is sometimes a priority one (`Options::priority`,
+//! thread or task, any overflow policy): its level is `value % 3`, higher first. Its worker
+//! takes the most urgent message queued first, and within one level topic order: the model
+//! checks each level's seqs rise. A stall is where the model knows what its mailbox holds:
+//! the messages published while stalled arrive in seq order at a mailbox of its capacity,
+//! which makes room at the least urgent level (`DropOldest` dropping the oldest message
+//! there, `DropNewest` the newest, the arriving one when nothing queued is less urgent;
+//! never a more urgent one for a less urgent one), and once released its worker takes what
+//! was kept most urgent first; after a forced close what was kept is its dead letters.
+//!
 //! `EVENTBUS_MODEL_CASES` sets the number of programs (default 256).
 
 // The helpers of the `it` binary's modules.
 #[path = "it/support/mod.rs"]
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,6 +137,8 @@ enum Op {
         keyed: bool,
         /// An inline subscriber (then the rest but `topic` is unused).
         inline: bool,
+        /// A priority mailbox (not on the log, not inline).
+        priority: bool,
     },
     Unsubscribe {
         which: usize,
@@ -160,10 +172,11 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Overflow::DropNewest)
     ];
     prop_oneof![
-        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>(), prop::bool::weighted(0.2)).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed, inline)| {
+        3 => (0..TOPICS, 1..=8usize, overflow, 0..=2u32, any::<bool>(), prop_oneof![2 => Just(1usize), 1 => Just(2), 1 => Just(3)], any::<bool>(), prop::bool::weighted(0.2), prop::bool::weighted(0.35)).prop_map(|(topic, capacity, overflow, retries, task, workers, keyed, inline, priority)| {
             let task = task && cfg!(feature = "tokio");
             let workers = if topic == LOG && !inline { workers } else { 1 };
-            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed, inline }
+            let priority = priority && topic != LOG && !inline;
+            Op::Subscribe { topic, capacity, overflow, retries, task, workers, keyed, inline, priority }
         }),
         1 => any::<usize>().prop_map(|which| Op::Unsubscribe { which }),
         4 => (0..TOPICS, 1..=12u64, 1..=4u64).prop_map(|(topic, count, threads)| Op::Publish { topic, count, threads }),
@@ -195,6 +208,42 @@ struct Probe {
 /// A group's key.
 fn key(value: u64) -> u64 {
     value % 3
+}
+
+/// A priority subscriber's level of a message: higher first.
+fn level(value: u64) -> u8 {
+    (value % 3) as u8
+}
+
+/// The model of a stalled priority mailbox of `capacity`: `arrivals` (seq, level) come in
+/// seq order while its worker is stuck; what it keeps, in the order its worker takes them
+/// once released (most urgent first, within one level oldest first).
+fn priority_window(arrivals: &[(u64, u8)], capacity: usize, overflow: Overflow) -> Vec<u64> {
+    let mut queued: BTreeMap<u8, VecDeque<u64>> = BTreeMap::new();
+    for &(seq, level) in arrivals {
+        let len: usize = queued.values().map(VecDeque::len).sum();
+        if len >= capacity {
+            let least = *queued
+                .keys()
+                .next()
+                .expect("a full mailbox holds something");
+            let at = queued.get_mut(&least).unwrap();
+            match overflow {
+                // The arriving one is the newest: it goes unless it is more urgent.
+                Overflow::DropNewest if level <= least => continue,
+                Overflow::DropNewest => at.pop_back(),
+                // Never a queued one for a less urgent arriving one.
+                Overflow::DropOldest if level < least => continue,
+                Overflow::DropOldest => at.pop_front(),
+                _ => unreachable!("a Block subscriber is never stalled"),
+            };
+            if at.is_empty() {
+                queued.remove(&least);
+            }
+        }
+        queued.entry(level).or_default().push_back(seq);
+    }
+    queued.into_values().rev().flatten().collect()
 }
 
 fn handler<E: Valued>(
@@ -277,6 +326,8 @@ struct Sub {
     workers: usize,
     keyed: bool,
     inline: bool,
+    /// A priority mailbox, by [`level`].
+    priority: bool,
     probe: Arc<Probe>,
     handle: Option<Subscription>,
     /// The topic's seqs from `start` to `end` (exclusive) were published while subscribed.
@@ -425,6 +476,7 @@ impl World {
                 workers,
                 keyed,
                 inline,
+                priority,
             } => {
                 // Its first message is the next one published.
                 self.settle(topic);
@@ -452,6 +504,13 @@ impl World {
                     .workers(workers);
                 if keyed {
                     options = options.key(|m: &LogEv| key(m.value));
+                }
+                if priority {
+                    options = match topic {
+                        0 => options.priority(|m: &Ev<0>| level(m.value)),
+                        1 => options.priority(|m: &Ev<1>| level(m.value)),
+                        _ => options.priority(|m: &DispEv| level(m.value)),
+                    };
                 }
                 let handle = match (topic, task) {
                     _ if inline => {
@@ -517,6 +576,7 @@ impl World {
                     workers,
                     keyed,
                     inline,
+                    priority,
                     probe,
                     handle: Some(handle),
                     start: self.next_seq[topic],
@@ -684,6 +744,19 @@ impl World {
             // One order: seqs strictly increase (a keyed group: one key's; a group without a
             // key promises none), and each seq is the message published as it.
             match (sub.workers, sub.keyed) {
+                // A priority mailbox: one level's messages in topic order.
+                (1, _) if sub.priority => {
+                    let mut by_level: BTreeMap<u8, Vec<u64>> = BTreeMap::new();
+                    for (seq, value) in &seen {
+                        by_level.entry(level(*value)).or_default().push(*seq);
+                    }
+                    for (level, seqs) in by_level {
+                        assert!(
+                            seqs.windows(2).all(|w| w[0] < w[1]),
+                            "{name}: level {level} out of order: {seqs:?}"
+                        );
+                    }
+                }
                 (1, _) => assert!(
                     seen.windows(2).all(|w| w[0].0 < w[1].0),
                     "{name}: order broken: {seen:?}"
@@ -734,7 +807,26 @@ impl World {
                     .filter(|s| (from..to).contains(s))
                     .collect()
             };
-            for &(from, to) in &sub.windows {
+            // A priority mailbox's stall: what it kept, in the order its worker took them.
+            let prioritised = |(from, to): (u64, u64)| -> Vec<u64> {
+                let arrivals: Vec<(u64, u8)> = (from..to)
+                    .map(|seq| (seq, level(self.values[sub.topic][&seq])))
+                    .collect();
+                priority_window(&arrivals, sub.capacity, sub.overflow)
+            };
+            for &(from, to) in sub.windows.iter().filter(|_| sub.priority) {
+                let taken: Vec<u64> = seen
+                    .iter()
+                    .map(|s| s.0)
+                    .filter(|s| (from..to).contains(s))
+                    .collect();
+                assert_eq!(
+                    taken,
+                    prioritised((from, to)),
+                    "{name}: priority stall window [{from}, {to})"
+                );
+            }
+            for &(from, to) in sub.windows.iter().filter(|_| !sub.priority) {
                 let all: Vec<u64> = (from..to).collect();
                 let keep = all.len().min(sub.keeps());
                 let expected = match sub.overflow {
@@ -773,6 +865,14 @@ impl World {
                             (window.0..window.1).contains(seq) && !seqs.contains(seq),
                             "{name}: closed out {seq}, outside {window:?} or seen"
                         );
+                    }
+                    if sub.priority {
+                        // Exactly what its mailbox kept.
+                        let mut kept = prioritised(window);
+                        kept.sort_unstable();
+                        let mut closed = closed.clone();
+                        closed.sort_unstable();
+                        assert_eq!(closed, kept, "{name}: closed out, window {window:?}");
                     }
                 }
                 None => assert_eq!(closed, Vec::<u64>::new(), "{name}: closed out"),

@@ -321,16 +321,18 @@ pub struct TopicStats {
     /// For a log topic: the seq of the oldest message kept (the next one's, when none is).
     pub oldest: Option<u64>,
     /// For a dispatcher topic (`#[topic(dispatcher)]`): the messages in its queue now, not
-    /// yet handed out. `None` without a dispatcher.
+    /// yet handed out. `None` without a dispatcher, or when its thread could not start (then
+    /// the topic has no queue in use: its publishers hand out themselves, as without one).
     pub queue_depth: Option<usize>,
-    /// For a dispatcher topic: the most its queue holds (`queue = N`).
+    /// For a dispatcher topic: the most its queue holds (`queue = N`); `None` as for
+    /// `queue_depth`.
     pub queue_capacity: Option<usize>,
     /// For a dispatcher topic: the messages its dispatcher has finished with, each handed to
     /// every subscription and observer (or, after a forced close, made their dead letters).
     /// `published - handed_out` are in its queue or being handed out now, so when it equals
     /// `published` every mailbox has had every message published so far. It reads low for a
-    /// moment, never high. It stays 0 if the dispatcher's thread could not start (then the
-    /// publishers hand out themselves).
+    /// moment, never high. `None` as for `queue_depth` (a dispatcher whose thread could not
+    /// start counts nothing, so no count is shown rather than a wrong one).
     pub handed_out: Option<u64>,
 }
 

@@ -33,19 +33,31 @@
 //! queued becomes a dead letter of every subscription that would have had it (`close_out`),
 //! as a mailbox's queued messages do.
 //!
+//! The dispatcher and a forced close both take from the queue; each takes under `taking`.
+//! The dispatcher waits for a message without taking it (`Select::ready`), then takes it
+//! under `taking` and, if the bus is stopped by then, makes it dead letters there, before
+//! letting go. A forced close stops the bus first, then empties the queue under `taking`:
+//! once it has, every message the dispatcher took after the stop is accounted for, so the
+//! dead letters and stats read right after `close_timeout` returns are final. (A message the
+//! dispatcher took before the stop is being handed out: the stop ends its waits at full
+//! `Block` mailboxes, counted as dropped there, as for a publisher.)
+//!
 //! # Locks
 //!
 //! `sender` is row 4 of the bus's table (engine/mod.rs), beside the order lock and never held
 //! with it: a publisher holds `sender` only, the dispatcher the order lock only. Under
 //! `sender` a publisher runs the inline handlers (row 4a) and waits on `room_lock` (row 9, a
-//! leaf); the dispatcher takes `room_lock` with nothing else held.
+//! leaf); the dispatcher takes `room_lock` with nothing else held. `taking` is row 4b: held
+//! by the dispatcher or a forced close while it takes one message (or, after a stop, all
+//! that is left) and abandons it, with nothing else held; inside, the subscriptions' filters
+//! (user code) and the leaves of row 9 (`last`, the dead-letter store).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Select, SendTimeoutError, Sender, TryRecvError, TrySendError};
 use parking_lot::{Condvar, Mutex};
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
@@ -100,6 +112,9 @@ pub(crate) struct Queue<T> {
     sender: Mutex<Option<Sender<Queued<T>>>>,
     /// The dispatcher's end; a forced close takes what is left from it too.
     receiver: Receiver<Queued<T>>,
+    /// Held by whoever takes from `receiver` (the dispatcher, or a forced close) until what
+    /// it took after a stop is abandoned: see the module docs.
+    taking: Mutex<()>,
     capacity: usize,
     /// Numbered and not yet handed out (see the module docs).
     pending: AtomicUsize,
@@ -127,6 +142,7 @@ impl<T> Queue<T> {
         Queue {
             sender: Mutex::new(Some(sender)),
             receiver,
+            taking: Mutex::new(()),
             capacity,
             pending: AtomicUsize::new(0),
             handed_out: AtomicU64::new(0),
@@ -165,6 +181,12 @@ impl<T> Queue<T> {
             return false;
         };
         self.pending.load(SeqCst) == 0
+    }
+
+    /// A message taken from the queue is handed out or abandoned: counted.
+    fn finished(&self) {
+        self.handed_out.fetch_add(1, SeqCst);
+        self.pending.fetch_sub(1, SeqCst);
     }
 
     /// The dispatcher took a message: wakes a publisher waiting for room, if one waits.
@@ -239,28 +261,56 @@ fn run<T: Topic>(
 ) {
     // What a stopped bus's abandoned messages push out of the dead-letter store; reused.
     let mut spill = Vec::new();
-    while let Ok(queued) = receiver.recv() {
+    let mut ready = Select::new();
+    ready.recv(receiver);
+    loop {
+        // A message, or the queue closed and empty; taken below, under `taking`. (It may
+        // also return for nothing, or a forced close may take the message first: then it
+        // looks again.)
+        let _ = ready.ready();
         let Some(topic) = topic.upgrade() else { return };
         let Some(queue) = &topic.queue else { return };
+        // Lock order: row 4b (`taking`), nothing else held; row 9 and user code (filters)
+        // inside; see engine/mod.rs.
+        let taking = queue.taking.lock();
+        let queued = match receiver.try_recv() {
+            Ok(queued) => queued,
+            Err(TryRecvError::Empty) => continue,
+            Err(TryRecvError::Disconnected) => return,
+        };
         queue.freed();
+        // Stopped: abandoned under `taking`, so a forced close, which stops the bus before it
+        // empties the queue, returns only after this. Else handed out with `taking` let go.
+        let stopped = lifecycle.is_stopped();
+        let taking = if stopped {
+            Some(taking)
+        } else {
+            drop(taking);
+            None
+        };
         // A filter, a key or a message's `Drop` is user code: its panic is the handler's to
         // see (the mailboxes count what they could not take), never the end of the topic.
         let _ = catch_unwind(AssertUnwindSafe(|| {
-            if lifecycle.is_stopped() {
+            if stopped {
                 topic.abandon(queued, letters, &mut spill);
                 spill.clear();
             } else {
                 topic.dispatch(queued, lifecycle);
             }
         }));
-        queue.handed_out.fetch_add(1, SeqCst);
-        queue.pending.fetch_sub(1, SeqCst);
+        queue.finished();
+        drop(taking);
         drop(topic);
         lifecycle.poke();
     }
 }
 
 impl<T: Topic> TopicState<T> {
+    /// The topic's queue, if it has one and its dispatcher runs.
+    pub(super) fn running_queue(&self) -> Option<&Queue<T>> {
+        self.queue.as_ref().filter(|queue| queue.is_running())
+    }
+
     /// Numbers `payload` and adds it to the topic's queue, waiting for room as `wait`
     /// allows; its seq. `publisher` is the subscription whose handler publishes, if any: its
     /// waits are refused where they would lead back to it (the dispatcher waiting on its
@@ -458,14 +508,18 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
-    /// After a forced stop: each message still queued, abandoned (see [`abandon`]); the
-    /// dispatcher may take some meanwhile, and abandons those itself.
+    /// After a forced stop: each message still queued, abandoned (see [`abandon`]), under
+    /// `taking`: the dispatcher may have taken some since the stop, and has abandoned those
+    /// itself by the time this has the lock.
     pub(super) fn close_out_queue(&self, letters: &DeadLetterStore, spill: &mut Spill) {
         let Some(queue) = &self.queue else { return };
+        // Lock order: row 4b (`taking`), nothing else held; row 9 and user code (filters)
+        // inside; see engine/mod.rs. Once it is ours, the dispatcher holds no message it
+        // took after the stop (see the module docs).
+        let _taking = queue.taking.lock();
         while let Ok(queued) = queue.receiver.try_recv() {
             self.abandon(queued, letters, spill);
-            queue.handed_out.fetch_add(1, SeqCst);
-            queue.pending.fetch_sub(1, SeqCst);
+            queue.finished();
         }
     }
 }

@@ -890,12 +890,14 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         Some(self.numbering.next())
     }
 
+    // A dispatcher whose thread could not start has no queue in use: its publishers hand
+    // out themselves, and nothing counts their hand-outs. `None`, as for a topic without one.
     fn queue_depth(&self) -> Option<(usize, usize)> {
-        self.queue.as_ref().map(Queue::depth)
+        self.running_queue().map(Queue::depth)
     }
 
     fn handed_out(&self) -> Option<u64> {
-        self.queue.as_ref().map(Queue::handed_out)
+        self.running_queue().map(Queue::handed_out)
     }
 
     fn close_out(&self, letters: &DeadLetterStore, spill: &mut Spill) {
