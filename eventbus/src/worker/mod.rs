@@ -78,7 +78,11 @@ impl<T: Send + Sync + 'static> Source<T> {
     /// The next message, waiting for one; `None` once retired and nothing more can arrive.
     /// Lent in its log's slot where the log lends (see `delivery/log/`): for a thread worker, which
     /// does not keep it past the next call.
-    #[inline]
+    ///
+    /// In line: a mailbox's common case (`Inbox::next`) then runs in the worker's loop. Out of
+    /// line, the call and the four-way match cost a delivery about 36 instructions
+    /// (BENCHMARKS.md, "The mailbox path's drift").
+    #[inline(always)]
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
         match self {
             Source::Mailbox(inbox) => inbox.next().map(Taken::Owned),
