@@ -50,7 +50,25 @@ fn worth_retrying(error: &dyn Any) -> bool {
 
 /// Runs `run` with `retry_if` as the thread's, and back to what was there after (a panic
 /// included).
+///
+/// In line: the common case (no `retry_if` here and none set on this thread, as when no
+/// inline subscriber's outer handler with one is running further up) is one load and a
+/// branch in the worker's loop; the swap is out of line. As its own function the common
+/// case cost a thread worker's delivery about 37 instructions, most of them the frame
+/// (BENCHMARKS.md, "The mailbox path's drift").
+#[inline(always)]
 pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
+    // A clone, a swap and a restore per delivery were about 100 instructions of a log
+    // delivery's 474 (BENCHMARKS.md).
+    if retry_if.is_none() && !RETRY_IF_SET.with(|set| set.get()) {
+        return run();
+    }
+    with_retry_if_set(retry_if, run)
+}
+
+/// [`with_retry_if`] when there is a `retry_if` to set or one to restore.
+#[inline(never)]
+fn with_retry_if_set<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
     struct Restore(Option<RetryIf>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -58,13 +76,6 @@ pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() ->
             RETRY_IF_SET.with(|set| set.set(before.is_some()));
             RETRY_IF.with(|retry_if| *retry_if.borrow_mut() = before);
         }
-    }
-    // The common case: no `retry_if` here and none set on this thread (no attempt of a
-    // subscription with one is running further up, as an inline subscriber's outer handler
-    // could be): nothing to set, nothing to restore. A clone, a swap and a restore per
-    // delivery were about 100 instructions of a log delivery's 474 (BENCHMARKS.md).
-    if retry_if.is_none() && !RETRY_IF_SET.with(|set| set.get()) {
-        return run();
     }
     let before = RETRY_IF.with(|current| current.replace(retry_if.cloned()));
     RETRY_IF_SET.with(|set| set.set(retry_if.is_some()));

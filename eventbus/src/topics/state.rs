@@ -243,6 +243,11 @@ impl<T: Topic> TopicState<T> {
     /// With [`Wait::Forever`], a forced stop while waiting for room ends the wait: the
     /// mailboxes not reached count the message as dropped, and the seq is still returned (the
     /// message was accepted; the forced close abandoned it, as it abandons queued ones).
+    ///
+    /// In line, the full way out of line (`publish_fully`): as a call of its own, its frame
+    /// and the copy of its result cost a publish about 20 instructions (BENCHMARKS.md, "The
+    /// mailbox path's drift").
+    #[inline(always)]
     pub(crate) fn publish(
         &self,
         payload: T,
@@ -255,7 +260,7 @@ impl<T: Topic> TopicState<T> {
         }
         // Most publishes: from outside a handler, waiting as long as it takes, the order lock
         // free, the bus open. Nothing to record or wait for before the hand-out or append.
-        if wait == Wait::Forever && publisher.is_none() {
+        if matches!(wait, Wait::Forever) && publisher.is_none() {
             #[cfg(feature = "tokio")]
             let _turn = TurnOver(self);
             // Lock order: row 4, tried; rows 5, 6, 8 and channel locks inside; see engine/mod.rs.

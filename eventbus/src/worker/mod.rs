@@ -75,19 +75,6 @@ pub(crate) enum Source<T> {
 }
 
 impl<T: Send + Sync + 'static> Source<T> {
-    /// The next message, waiting for one; `None` once retired and nothing more can arrive.
-    /// Lent in its log's slot where the log lends (see `delivery/log/`): for a thread worker, which
-    /// does not keep it past the next call.
-    #[inline]
-    pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
-        match self {
-            Source::Mailbox(inbox) => inbox.next().map(Taken::Owned),
-            Source::Priority(inbox) => inbox.next().map(Taken::Owned),
-            Source::Log(reader) => reader.next_lent(),
-            Source::SharedLog(reader) => reader.next().map(Taken::Owned),
-        }
-    }
-
     /// The next message, awaiting one; `None` once retired and nothing more can arrive.
     #[cfg(feature = "tokio")]
     pub(crate) async fn next_async(&mut self) -> Option<Message<T>> {
@@ -117,6 +104,107 @@ impl<T: Send + Sync + 'static> Source<T> {
             Source::Priority(inbox) => inbox.is_empty(),
             Source::Log(reader) => reader.is_empty(),
             Source::SharedLog(reader) => reader.is_empty(),
+        }
+    }
+}
+
+/// One kind of [`Source`], as a thread worker's loop takes from it. The loop is made for each
+/// kind (`thread.rs`), so a delivery does not ask which kind its source is: asking cost a
+/// mailbox delivery about 8 instructions (BENCHMARKS.md, "The mailbox path's drift").
+pub(crate) trait Take<T> {
+    /// The next message, waiting for one; `None` once retired and nothing more can arrive.
+    /// Lent in its log's slot where the log lends (see `delivery/log/`): for a thread worker,
+    /// which does not keep it past the next call.
+    fn next_lent(&mut self) -> Option<Taken<'_, T>>;
+
+    /// Whether nothing is waiting now.
+    fn is_empty(&self) -> bool;
+
+    /// The next message a forced close keeps as a dead letter: a mailbox's, there now; never
+    /// a log's (its unread messages are its history, see [`close_out_rest`]).
+    fn rest(&mut self) -> Option<Message<T>>;
+}
+
+impl<T: Send + Sync + 'static> Take<T> for Inbox<T> {
+    #[inline(always)]
+    fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        self.next().map(Taken::Owned)
+    }
+
+    fn is_empty(&self) -> bool {
+        Inbox::is_empty(self)
+    }
+
+    fn rest(&mut self) -> Option<Message<T>> {
+        self.try_next()
+    }
+}
+
+impl<T: Send + Sync + 'static> Take<T> for PriorityInbox<T> {
+    #[inline(always)]
+    fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        self.next().map(Taken::Owned)
+    }
+
+    fn is_empty(&self) -> bool {
+        PriorityInbox::is_empty(self)
+    }
+
+    fn rest(&mut self) -> Option<Message<T>> {
+        self.try_next()
+    }
+}
+
+impl<T: Send + Sync + 'static> Take<T> for Reader<T> {
+    #[inline(always)]
+    fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        Reader::next_lent(self)
+    }
+
+    fn is_empty(&self) -> bool {
+        Reader::is_empty(self)
+    }
+
+    fn rest(&mut self) -> Option<Message<T>> {
+        None
+    }
+}
+
+impl<T: Send + Sync + 'static> Take<T> for Arc<SharedReader<T>> {
+    #[inline(always)]
+    fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        self.next().map(Taken::Owned)
+    }
+
+    fn is_empty(&self) -> bool {
+        SharedReader::is_empty(self)
+    }
+
+    fn rest(&mut self) -> Option<Message<T>> {
+        None
+    }
+}
+
+impl<T: Send + Sync + 'static> Take<T> for Source<T> {
+    fn next_lent(&mut self) -> Option<Taken<'_, T>> {
+        match self {
+            Source::Mailbox(inbox) => inbox.next_lent(),
+            Source::Priority(inbox) => inbox.next_lent(),
+            Source::Log(reader) => Take::next_lent(reader),
+            Source::SharedLog(reader) => reader.next_lent(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        Source::is_empty(self)
+    }
+
+    fn rest(&mut self) -> Option<Message<T>> {
+        match self {
+            Source::Mailbox(inbox) => inbox.rest(),
+            Source::Priority(inbox) => inbox.rest(),
+            Source::Log(reader) => reader.rest(),
+            Source::SharedLog(reader) => reader.rest(),
         }
     }
 }
@@ -159,14 +247,9 @@ fn closed_out<T: Send + Sync + 'static>(
 fn close_out_rest<T: Send + Sync + 'static>(
     core: &SubscriptionCore,
     context: &Context,
-    source: &mut Source<T>,
+    source: &mut impl Take<T>,
 ) {
-    let mut next = || match source {
-        Source::Mailbox(inbox) => inbox.try_next(),
-        Source::Priority(inbox) => inbox.try_next(),
-        Source::Log(_) | Source::SharedLog(_) => None,
-    };
-    while let Some(message) = next() {
+    while let Some(message) = source.rest() {
         took(core);
         closed_out(core, context, message);
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{
     close_out_rest, closed_out, dead_letter, delivered, failed, took, Context, Finish, Source,
-    CURRENT,
+    Take, CURRENT,
 };
 use crate::delivery::core::SubscriptionCore;
 use crate::handler::{self, Failure};
@@ -32,8 +32,25 @@ pub(crate) fn spawn<T: Send + Sync + 'static>(
         .map(drop)
 }
 
+/// Runs the worker's loop made for its kind of source (see [`Take`]).
 fn run<T: Send + Sync + 'static>(
-    mut inbox: Source<T>,
+    inbox: Source<T>,
+    core: Arc<SubscriptionCore>,
+    context: Context,
+    handler: impl Run<T>,
+) {
+    match inbox {
+        Source::Mailbox(inbox) => serve(inbox, core, context, handler),
+        Source::Priority(inbox) => serve(inbox, core, context, handler),
+        Source::Log(reader) => serve(reader, core, context, handler),
+        Source::SharedLog(reader) => serve(reader, core, context, handler),
+    }
+}
+
+/// Takes from `inbox` and delivers until it is retired and empty, or the bus is stopped.
+#[inline(never)]
+fn serve<T: Send + Sync + 'static>(
+    mut inbox: impl Take<T>,
     core: Arc<SubscriptionCore>,
     context: Context,
     mut handler: impl Run<T>,
@@ -76,7 +93,9 @@ impl Drop for Cleared {
     }
 }
 
-/// Runs the handler on one message until it succeeds or its retries are spent.
+/// Runs the handler on one message until it succeeds or its retries are spent. In line: in
+/// its own frame it cost a mailbox delivery about 10 instructions more.
+#[inline(always)]
 fn deliver<T: Send + Sync + 'static>(
     core: &SubscriptionCore,
     context: &Context,
