@@ -309,6 +309,10 @@ impl Bus {
     /// All or nothing: the message goes to the subscribers only once every `Block` mailbox
     /// has room, so publishers of the topic never wait behind a task.
     ///
+    /// Like any future it does nothing until polled. A publish that needs no wait (no one
+    /// hears the topic, or every `Block` mailbox has room) is done by the first poll, the
+    /// same way as a [`publish`](Bus::publish): only a wait for room builds more.
+    ///
     /// It awaits on the caller's runtime, which needs its time driver (`enable_all()` or
     /// `enable_time()` on the runtime's builder; `#[tokio::main]` has it): a wait for room
     /// looks again every millisecond in case a wake-up was missed, and without a timer tokio
@@ -323,11 +327,12 @@ impl Bus {
     /// # Errors
     ///
     /// As [`publish`](Bus::publish): `Closed` and `WouldDeadlock`, with the message.
-    pub async fn publish_async<T: Topic>(&self, message: T) -> Result<u64, PublishError<T>> {
+    pub fn publish_async<T: Topic>(
+        &self,
+        message: T,
+    ) -> impl Future<Output = Result<u64, PublishError<T>>> + Send + '_ {
         self.engine
-            .publish_async(message, None)
-            .await
-            .map_err(crate::bus::publish_error)
+            .publish_async(message, None, crate::bus::publish_error)
     }
 
     /// Publishes like [`publish_async`](Bus::publish_async), giving up after `timeout`: the
@@ -375,16 +380,13 @@ impl Bus {
     /// bus.close_async().await;
     /// # });
     /// ```
-    pub async fn publish_timeout_async<T: Topic>(
+    pub fn publish_timeout_async<T: Topic>(
         &self,
         message: T,
         timeout: Duration,
-    ) -> Result<u64, PublishTimeoutError<T>> {
-        let deadline = crate::bus::deadline_after(timeout);
+    ) -> impl Future<Output = Result<u64, PublishTimeoutError<T>>> + Send + '_ {
         self.engine
-            .publish_async(message, Some(deadline))
-            .await
-            .map_err(crate::bus::timeout_error)
+            .publish_async(message, Some(timeout), crate::bus::timeout_error)
     }
 
     /// A subscription of `T` as a [`Stream`] of its messages: the application pulls them.

@@ -33,6 +33,7 @@ use crate::stats::BusStats;
 use crate::stats::CloseReport;
 use crate::topic::Topic;
 use crate::topics::state::{Refused, Wait};
+use crate::util::deadline::after as deadline_after;
 
 /// A handle to an event bus.
 ///
@@ -77,15 +78,6 @@ impl Drop for Owner {
     fn drop(&mut self) {
         close(&self.0, None);
     }
-}
-
-/// The deadline `timeout` from now; a timeout past what an `Instant` can hold is a century,
-/// so a publish with one is still all or nothing.
-pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(timeout)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-        .unwrap_or(now)
 }
 
 /// Closes the bus, blocking the calling thread as it must. On a tokio runtime's thread

@@ -1,6 +1,13 @@
 //! Publishing: a message to its topic, found by type, numbered and handed out under the
 //! topic's order lock (`topics/state.rs`), or numbered alone when no one has ever heard it.
 
+#[cfg(feature = "tokio")]
+use std::future::Future;
+#[cfg(feature = "tokio")]
+use std::pin::Pin;
+#[cfg(feature = "tokio")]
+use std::task::{Context, Poll};
+
 use crate::topic::Topic;
 use crate::topics::state::{Refused, TopicState, Wait};
 use crate::worker;
@@ -79,23 +86,49 @@ impl Engine {
     }
 
     /// Publishes like [`publish`](Self::publish) with `Wait::Forever`, awaiting instead of
-    /// blocking (see `TopicState::publish_async`). A topic no one hears takes the same quick
-    /// paths as `publish`, before anything is awaited.
-    /// With a `deadline`, a wait that reaches it hands the payload back with
-    /// `Refused::Timeout`.
+    /// blocking (see `TopicState::publish_async`): a future that does nothing until polled.
+    /// Its first poll takes, in place, the paths of a sync `publish` that needs no wait (a
+    /// topic no one hears; room in every `Block` mailbox): no future of the wait is built.
+    /// Only a publish that must wait for room or its turn builds one, boxed, and awaits it.
+    /// With a `timeout`, counted from that wait's start, a wait that reaches it hands the
+    /// payload back with `Refused::Timeout`. `map` makes a refusal the caller's error.
     #[cfg(feature = "tokio")]
-    pub(crate) async fn publish_async<T: Topic>(
+    #[inline(always)]
+    pub(crate) fn publish_async<T: Topic, E>(
+        &self,
+        payload: T,
+        timeout: Option<std::time::Duration>,
+        map: fn((T, Refused)) -> E,
+    ) -> PublishAsync<'_, T, E> {
+        PublishAsync {
+            engine: self,
+            payload: Some(payload),
+            waiting: None,
+            timeout,
+            map,
+        }
+    }
+
+    /// `publish_async`'s first step, which never waits: the seq, or the payload back with
+    /// `Refused::Full` where the publish must wait, or with why it was refused.
+    #[cfg(feature = "tokio")]
+    #[inline(always)]
+    fn publish_now<T: Topic>(&self, payload: T) -> Result<u64, (T, Refused)> {
+        // As a sync publish on a runtime: the quick paths, then a try that does not wait
+        // (a handler's publish, a log or dispatcher topic, observers, inline subscribers).
+        match self.publish_at_once(payload) {
+            Ok(seq) => Ok(seq),
+            Err(payload) => self.publish_heard(payload, Wait::Never),
+        }
+    }
+
+    /// `publish_async`'s wait, with no lock held across an `.await`.
+    #[cfg(feature = "tokio")]
+    async fn publish_waiting<T: Topic>(
         &self,
         payload: T,
         deadline: Option<std::time::Instant>,
     ) -> Result<u64, (T, Refused)> {
-        let is_open = || self.lifecycle.is_open();
-        if let Some(seq) = self.numberings.take_unheard(T::__index(), is_open) {
-            return Ok(seq);
-        }
-        if let Some(seq) = self.with_topic::<T, _>(|topic| self.number_unheard(topic)) {
-            return Ok(seq);
-        }
         let topic = self.topic::<T>();
         let publisher = worker::current(self.id);
         let published = super::typed::<T>(&*topic)
@@ -103,5 +136,63 @@ impl Engine {
             .await;
         self.lifecycle.poke();
         published
+    }
+}
+
+/// The future of [`Engine::publish_async`]: the payload until its first poll, then, only if
+/// the publish must wait, the wait.
+#[cfg(feature = "tokio")]
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub(crate) struct PublishAsync<'a, T, E> {
+    engine: &'a Engine,
+    /// The message, until the first poll.
+    payload: Option<T>,
+    /// The wait for room or the topic's turn, once the first poll found it must wait.
+    waiting: Option<Pin<Box<Waiting<'a, T>>>>,
+    timeout: Option<std::time::Duration>,
+    map: fn((T, Refused)) -> E,
+}
+
+#[cfg(feature = "tokio")]
+type Waiting<'a, T> = dyn Future<Output = Result<u64, (T, Refused)>> + Send + 'a;
+
+// Nothing in it is pinned in place: the wait is boxed, the payload only moved out.
+#[cfg(feature = "tokio")]
+impl<T, E> Unpin for PublishAsync<'_, T, E> {}
+
+#[cfg(feature = "tokio")]
+impl<T: Topic, E> Future for PublishAsync<'_, T, E> {
+    type Output = Result<u64, E>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<u64, E>> {
+        let this = &mut *self;
+        if let Some(payload) = this.payload.take() {
+            match this.engine.publish_now(payload) {
+                Ok(seq) => return Poll::Ready(Ok(seq)),
+                Err((payload, Refused::Full)) => {
+                    let deadline = this.timeout.map(crate::util::deadline::after);
+                    let waiting = this.engine.publish_waiting(payload, deadline);
+                    this.waiting = Some(Box::pin(waiting));
+                }
+                Err(refused) => return Poll::Ready(Err((this.map)(refused))),
+            }
+        }
+        let Some(waiting) = this.waiting.as_mut() else {
+            panic!("`publish_async` polled after it completed");
+        };
+        let published = std::task::ready!(waiting.as_mut().poll(cx));
+        this.waiting = None;
+        Poll::Ready(published.map_err(this.map))
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T, E> std::fmt::Debug for PublishAsync<'_, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublishAsync")
+            .field("polled", &self.payload.is_none())
+            .field("waiting", &self.waiting.is_some())
+            .finish_non_exhaustive()
     }
 }
