@@ -641,51 +641,12 @@ async fn a_shop_and_a_warehouse_in_two_processes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shop_and_two_warehouses_in_three_processes_share_the_orders() {
     let server = Server::start();
-    let example = build_example();
     let n = 40;
-    let run = |role: &str, idle: Option<&str>| {
-        let mut command = Command::new(&example);
-        command.args(["--role", role, "--url", &server.url()]);
-        command.args(["--orders", &n.to_string()]);
-        if let Some(idle) = idle {
-            command.args(["--idle", idle]);
-        }
-        command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    // The shop first: its orders wait in the stream, so each warehouse's idle clock
-    // (started when it is ready) begins with orders to take.
-    let shop = run("shop", None);
-    let (east, west) = (run("warehouse", Some("5")), run("warehouse", Some("5")));
-    let outputs = tokio::task::spawn_blocking(move || {
-        [
-            wait_with_deadline(shop, "shop"),
-            wait_with_deadline(east, "warehouse east"),
-            wait_with_deadline(west, "warehouse west"),
-        ]
-    })
-    .await
-    .unwrap();
-    if outputs.iter().any(Result::is_err) {
-        let said: Vec<String> = outputs
-            .into_iter()
-            .map(|o| o.unwrap_or_else(|failed| failed))
-            .collect();
-        panic!("{}\n{}", said.join("\n"), consumers(&server.url()).await);
-    }
-    let [shop, east, west] = outputs.map(Result::unwrap);
-    let mut reserved: Vec<u64> = [&east, &west]
-        .iter()
-        .flat_map(|out| out.lines())
-        .filter_map(|l| l.strip_prefix("warehouse: reserving item-"))
-        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
-        .collect();
-    reserved.sort_unstable();
+    let [shop, east, west] = shop_and_two_warehouses(&server, n, &[], "5").await;
+    let mut all: Vec<u64> = [reserved(&east), reserved(&west)].concat();
+    all.sort_unstable();
     assert_eq!(
-        reserved,
+        all,
         (1..=n).collect::<Vec<_>>(),
         "each order reserved by one copy:\n{east}\n{west}"
     );
@@ -704,49 +665,9 @@ async fn a_shop_and_two_warehouses_in_three_processes_share_the_orders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shop_and_two_keyed_warehouses_keep_each_customers_order() {
     let server = Server::start();
-    let example = build_example();
     let n = 60;
-    let run = |role: &str, idle: Option<&str>| {
-        let mut command = Command::new(&example);
-        command.args(["--role", role, "--url", &server.url(), "--keyed", "8"]);
-        command.args(["--orders", &n.to_string()]);
-        if let Some(idle) = idle {
-            command.args(["--idle", idle]);
-        }
-        command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let shop = run("shop", None);
-    let (east, west) = (run("warehouse", Some("8")), run("warehouse", Some("8")));
-    let outputs = tokio::task::spawn_blocking(move || {
-        [
-            wait_with_deadline(shop, "shop"),
-            wait_with_deadline(east, "warehouse east"),
-            wait_with_deadline(west, "warehouse west"),
-        ]
-    })
-    .await
-    .unwrap();
-    if outputs.iter().any(Result::is_err) {
-        let said: Vec<String> = outputs
-            .into_iter()
-            .map(|o| o.unwrap_or_else(|failed| failed))
-            .collect();
-        panic!("{}", said.join("\n"));
-    }
-    let [shop, east, west] = outputs.map(Result::unwrap);
-    let shares: Vec<Vec<u64>> = [&east, &west]
-        .iter()
-        .map(|out| {
-            out.lines()
-                .filter_map(|l| l.strip_prefix("warehouse: reserving item-"))
-                .map(|l| l.split(' ').next().unwrap().parse().unwrap())
-                .collect()
-        })
-        .collect();
+    let [shop, east, west] = shop_and_two_warehouses(&server, n, &["--keyed", "8"], "8").await;
+    let shares = [reserved(&east), reserved(&west)];
     for (copy, share) in shares.iter().enumerate() {
         for customer in 0..5 {
             let orders: Vec<u64> = share
@@ -760,10 +681,10 @@ async fn a_shop_and_two_keyed_warehouses_keep_each_customers_order() {
             );
         }
     }
-    let mut reserved: Vec<u64> = shares.concat();
-    reserved.sort_unstable();
+    let mut all: Vec<u64> = shares.concat();
+    all.sort_unstable();
     assert_eq!(
-        reserved,
+        all,
         (1..=n).collect::<Vec<_>>(),
         "each order reserved by one copy:\n{east}\n{west}"
     );
@@ -782,6 +703,61 @@ async fn a_shop_and_two_keyed_warehouses_keep_each_customers_order() {
     }
     let confirmed = shop.lines().filter(|l| l.contains("reserved")).count();
     assert_eq!(confirmed as u64, n, "{shop}");
+}
+
+/// Runs the `nats_shop` example as three processes, the shop first (its orders wait in the
+/// stream, so each warehouse's idle clock, started when it is ready, begins with orders to
+/// take), then two warehouses stopping after `idle` seconds without an order, all with
+/// `args`: their outputs (shop, east, west), or a failure with all three and the server's
+/// consumers.
+async fn shop_and_two_warehouses(
+    server: &Server,
+    n: u64,
+    args: &[&str],
+    idle: &str,
+) -> [String; 3] {
+    let example = build_example();
+    let run = |role: &str, idle: Option<&str>| {
+        let mut command = Command::new(&example);
+        command.args(["--role", role, "--url", &server.url()]);
+        command.args(["--orders", &n.to_string()]).args(args);
+        if let Some(idle) = idle {
+            command.args(["--idle", idle]);
+        }
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let shop = run("shop", None);
+    let (east, west) = (run("warehouse", Some(idle)), run("warehouse", Some(idle)));
+    let outputs = tokio::task::spawn_blocking(move || {
+        [
+            wait_with_deadline(shop, "shop"),
+            wait_with_deadline(east, "warehouse east"),
+            wait_with_deadline(west, "warehouse west"),
+        ]
+    })
+    .await
+    .unwrap();
+    if outputs.iter().any(Result::is_err) {
+        let said: Vec<String> = outputs
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|failed| failed))
+            .collect();
+        panic!("{}\n{}", said.join("\n"), consumers(&server.url()).await);
+    }
+    outputs.map(Result::unwrap)
+}
+
+/// The orders a warehouse's output says it reserved, in the order it reserved them.
+fn reserved(output: &str) -> Vec<u64> {
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix("warehouse: reserving item-"))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect()
 }
 
 /// What the server says of the example's two durable consumers, for a failure's message.
