@@ -27,6 +27,9 @@ pub(super) struct ImportCounters {
     pub(super) dead_lettered: AtomicU64,
     pub(super) held: AtomicU64,
     pub(super) recreated: AtomicU64,
+    /// See [`ImportStats::problem`]; written by the importer task alone.
+    /// Lock order: a leaf.
+    pub(super) problem: Mutex<Option<String>>,
 }
 
 /// Adds one to a counter that has one writer.
@@ -107,6 +110,7 @@ impl Board {
                 dead_lettered: c.dead_lettered.load(Relaxed),
                 held: c.held.load(Relaxed),
                 recreated: c.recreated.load(Relaxed),
+                problem: c.problem.lock().clone(),
             })
             .collect();
         let connects = self.client.statistics().connects.load(Relaxed);

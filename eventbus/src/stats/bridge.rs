@@ -80,6 +80,11 @@ pub struct ImportStats {
     /// How many times the importer made its pull subscription again because it heard no
     /// heartbeat while the server still answered (see the watchdog in the bridge's docs).
     pub recreated: u64,
+    /// Why the import is waiting instead of importing, while it cannot go on and trying
+    /// again will not help until someone acts: a keyed import whose stream's partition
+    /// count, declared after the import started, is not one the bridge can use. The import
+    /// keeps looking and starts once the declaration is readable. `None` while it works.
+    pub problem: Option<String>,
 }
 
 impl fmt::Display for BridgeStats {
@@ -107,6 +112,9 @@ impl fmt::Display for BridgeStats {
                 i.held,
                 i.dead_lettered
             )?;
+            if let Some(problem) = &i.problem {
+                writeln!(f, "    waiting: {problem}")?;
+            }
         }
         Ok(())
     }

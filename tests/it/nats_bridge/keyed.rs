@@ -546,6 +546,58 @@ async fn a_partition_count_that_cannot_be_read_is_a_clear_error() {
     importer.close().await.unwrap();
 }
 
+/// A keyed import started before any export declared the partitions waits for the
+/// declaration. When another program then writes one the bridge cannot use, the import
+/// says so in its stats (it cannot return an error: its call returned long ago), and it
+/// starts once the declaration is put right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_import_says_why_it_waits_when_the_partition_count_becomes_unreadable() {
+    let server = Server::start();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let importer = member(&server, 0, &tx).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let declaration = format!("eventbus-keyed.{}", Bridge::stream_name::<Order>());
+    js.publish(declaration.clone(), "eight".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let problem = || {
+        let stats = importer.stats();
+        stats.imports.iter().find_map(|i| i.problem.clone())
+    };
+    let deadline = Instant::now() + PATIENCE;
+    let said = loop {
+        if let Some(problem) = problem() {
+            break problem;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the import never said why it waits: {}",
+            importer.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(said.contains("eight"), "{said}");
+    assert!(importer.stats().to_string().contains("eight"));
+
+    // Put right: the count the export declares; the import starts, and says nothing more.
+    js.publish(declaration, PARTITIONS.to_string().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let (shop, exporter) = shop(&server).await;
+    owned_by(&server, &[importer.id()]).await;
+    publish(&shop, 0..100).await;
+    let seen = handled(&mut rx, 100).await;
+    assert_once_in_key_order(&seen, 100);
+    assert_eq!(problem(), None, "{}", importer.stats());
+    exporter.close().await.unwrap();
+    importer.close().await.unwrap();
+}
+
 /// `Order` on a log topic: there the export's subscriber gets imported messages too (a
 /// log has no per-publish filter), and tells them by their mark.
 #[derive(Topic, Serialize, Deserialize, Debug, PartialEq)]
