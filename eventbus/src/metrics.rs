@@ -564,6 +564,7 @@ mod tests {
             dead_lettered: 1,
             held: 1,
             recreated: 0,
+            problem: None,
         };
         let bus = Bus::builder().build();
         let mut stats = bus.stats();

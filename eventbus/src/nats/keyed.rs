@@ -324,7 +324,16 @@ impl<T: Topic + DeserializeOwned> Member<T> {
         let js = &self.shared.js;
         for attempt in 0u32.. {
             let ready = async {
-                let partitions = declared(js, self.topic, &self.stream).await.ok()??;
+                let partitions = match declared(js, self.topic, &self.stream).await {
+                    Ok(partitions) => partitions?,
+                    // Unreadable: trying again helps only once someone puts it right, so
+                    // the import says why it waits (its call returned long ago).
+                    Err(Error::Keyed { why, .. }) => {
+                        *self.counters.problem.lock() = Some(why);
+                        return None;
+                    }
+                    Err(_) => return None,
+                };
                 let stream = self.shared.ensure_stream(self.topic).await.ok()?;
                 let registry = registry(js, &self.registry_name(), self.lease, self.topic)
                     .await
@@ -339,6 +348,7 @@ impl<T: Topic + DeserializeOwned> Member<T> {
                 })
             };
             if let Some(ready) = ready.await {
+                *self.counters.problem.lock() = None;
                 return ready;
             }
             tokio::time::sleep(backoff(attempt)).await;

@@ -942,7 +942,10 @@ impl Bridge {
     /// [wire format](crate::wire_format#keyed-topics) for the registries and consumers.)
     ///
     /// Started before any keyed export of `T`, the member waits for the first one; but a
-    /// topic whose stream exists without partitions was never exported keyed.
+    /// topic whose stream exists without partitions was never exported keyed. If the count
+    /// declared meanwhile cannot be read (another program wrote it), the member says why
+    /// it waits in [`ImportStats::problem`]
+    /// and starts once the declaration is put right.
     ///
     /// # Errors
     ///
