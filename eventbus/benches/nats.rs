@@ -27,10 +27,11 @@
 //!   de-duplication); `raw-bridge` the bridge's headers (`Nats-Msg-Id`, `Eventbus-Seq`,
 //!   `Eventbus-Origin`) and expectation (`Nats-Expected-Last-Msg-Id`); `raw-plain` headers
 //!   of the same sizes under names the server does not read; `raw-one` one short header the
-//!   server does not read; `raw-expect` the `Nats-Msg-Id` and expectation alone. A suffix `@<ms>` sets the raw
-//!   stream's duplicate window (default: the server's, 2 minutes): `raw-id@1000`. Ratios are
-//!   against the first `raw…` contender. `EVENTBUS_NATS_RAW_HEADERS=1` (`=2`) still puts
-//!   `raw-bridge` (`raw-id`) in place of `raw` in the default list.
+//!   server does not read; `raw-expect` the `Nats-Msg-Id` and expectation alone. A suffix
+//!   `@<ms>` sets the raw stream's duplicate window (default: the server's, 2 minutes):
+//!   `raw-id@1000`. Ratios are against the first `raw…` contender.
+//!   `EVENTBUS_NATS_RAW_HEADERS=1` (`=2`) still puts `raw-bridge` (`raw-id`) in place of `raw`
+//!   in the default list.
 //!
 //! The load average (`/proc/loadavg`) is printed at the start and the end: figures from a
 //! loaded machine are noise.
@@ -331,7 +332,8 @@ fn contenders() -> Vec<(String, Contender)> {
                 "raw-one" => raw(Headers::One),
                 "raw-expect" => raw(Headers::Expect),
                 other => panic!(
-                    "unknown contender `{other}`: eventbus, copies, raw, raw-id, raw-expect, raw-bridge, raw-plain, raw-one (raw ones may end in @<ms>)"
+                    "unknown contender `{other}`: eventbus, copies, raw, raw-id, raw-expect, \
+                     raw-bridge, raw-plain, raw-one (raw ones may end in @<ms>)"
                 ),
             };
             let title = match contender {
