@@ -273,10 +273,8 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64, raw: Raw) -> Dur
                         .header("Eventbus-Seq", id.to_string().as_str())
                         .header("Eventbus-Origin", "raw");
                 }
-                if headers == Headers::Bridge || headers == Headers::Expect {
-                    if id > 0 {
-                        message = message.expected_last_message_id(format!("raw-{}", id - 1));
-                    }
+                if matches!(headers, Headers::Bridge | Headers::Expect) && id > 0 {
+                    message = message.expected_last_message_id(format!("raw-{}", id - 1));
                 }
                 publisher.send_publish("raw.bench", message).await
             } else {
