@@ -1,7 +1,7 @@
 //! `cargo bench -p eventbus --features nats --bench nats`: messages per second from one bus to
 //! another through NATS JetStream (export → server → import), against raw `async-nats`
 //! JetStream publish and pull-consume of the same payloads, in the same run, alternating,
-//! several rounds; medians and the ratio (issue 15's goal: eventbus ≥ 0.5 × raw).
+//! several rounds; medians and the ratios (issue 28's goal: eventbus ≥ 0.8 × raw).
 //!
 //! It starts its own `nats-server -js` (it must be on the PATH) on a free 127.0.0.1 port with
 //! a store in a temporary directory, and kills it at the end.
@@ -17,10 +17,21 @@
 //!   receives and acks each. Same timing. No order across redelivery, no backpressure to a
 //!   local publisher, no de-duplication id: what the bridge adds is what this skips.
 //!
-//! - `EVENTBUS_NATS_RAW_HEADERS=1`: the raw publishes carry the bridge's headers
-//!   (`Nats-Msg-Id`, `Eventbus-Seq`, `Eventbus-Origin`) and its expectation
-//!   (`Nats-Expected-Last-Msg-Id`), so the server does the same work per message; `=2`: only
-//!   the `Nats-Msg-Id` (the server's de-duplication).
+//! - **eventbus, 2 copies**: as eventbus, but two importing buses (two connections) call
+//!   `import::<Tick>("bench")` with the one name (two copies of a consumer, sharing the work);
+//!   timed until the two together have every message, each exactly once.
+//!
+//! - `EVENTBUS_NATS_CONTENDERS` (default `eventbus,copies,raw`): which contenders run, each
+//!   round in that order. Besides `raw`, the raw publishes can carry what the bridge's do, so
+//!   the server's share of the gap shows: `raw-id` only a `Nats-Msg-Id` (the server's
+//!   de-duplication); `raw-bridge` the bridge's headers (`Nats-Msg-Id`, `Eventbus-Seq`,
+//!   `Eventbus-Origin`) and expectation (`Nats-Expected-Last-Msg-Id`); `raw-plain` headers
+//!   of the same sizes under names the server does not read; `raw-one` one short header the
+//!   server does not read; `raw-expect` the `Nats-Msg-Id` and expectation alone. A suffix
+//!   `@<ms>` sets the raw stream's duplicate window (default: the server's, 2 minutes):
+//!   `raw-id@1000`. Ratios are against the first `raw…` contender.
+//!   `EVENTBUS_NATS_RAW_HEADERS=1` (`=2`) still puts `raw-bridge` (`raw-id`) in place of `raw`
+//!   in the default list.
 //!
 //! The load average (`/proc/loadavg`) is printed at the start and the end: figures from a
 //! loaded machine are noise.
@@ -134,13 +145,78 @@ async fn eventbus_round(url: &str, js: &async_nats::jetstream::Context, n: u64) 
     took
 }
 
-async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
+/// Two importing buses under one name: timed until they have every message between them,
+/// each exactly once.
+async fn copies_round(url: &str, js: &async_nats::jetstream::Context, n: u64) -> Duration {
+    fresh(js, &Bridge::subject::<Tick>().replace('.', "_")).await;
+    let a = Bus::builder().build();
+    let exporter = Bridge::connect(&a, url).await.unwrap();
+    exporter.export::<Tick>().await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut copies = Vec::new();
+    for _ in 0..2 {
+        let b = Bus::builder().build();
+        let importer = Bridge::connect(&b, url).await.unwrap();
+        importer.import::<Tick>("bench").await.unwrap();
+        let tx = tx.clone();
+        b.subscribe_async::<Tick, _, _, _>(Options::default(), move |m: Message<Tick>| {
+            let _ = tx.send(m.id);
+            async {}
+        });
+        copies.push((b, importer));
+    }
+    let started = Instant::now();
+    let publisher = a.clone();
+    tokio::spawn(async move {
+        for id in 0..n {
+            publisher.publish_async(Tick { id }).await.unwrap();
+        }
+    });
+    let mut seen = vec![false; n as usize];
+    for _ in 0..n {
+        let id = rx.recv().await.unwrap() as usize;
+        assert!(!std::mem::replace(&mut seen[id], true), "{id} twice");
+    }
+    let took = started.elapsed();
+    exporter.close().await.unwrap();
+    a.close_async().await;
+    for (b, importer) in copies {
+        importer.close().await.unwrap();
+        b.close_async().await;
+    }
+    took
+}
+
+/// What the raw publishes carry, and the raw stream's duplicate window.
+#[derive(Clone, Copy)]
+struct Raw {
+    headers: Headers,
+    window: Option<Duration>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Headers {
+    None,
+    /// `Nats-Msg-Id` only.
+    Id,
+    /// The bridge's headers and expectation.
+    Bridge,
+    /// Headers of the same sizes as `Bridge`'s, under names the server does not read.
+    Plain,
+    /// One short header the server does not read.
+    One,
+    /// `Nats-Msg-Id` and the expectation, without the bridge's own two headers.
+    Expect,
+}
+
+async fn raw_round(js: &async_nats::jetstream::Context, n: u64, raw: Raw) -> Duration {
     use async_nats::jetstream::{consumer, stream};
     fresh(js, "raw_bench").await;
     let stream = js
         .create_stream(stream::Config {
             name: "raw_bench".into(),
             subjects: vec!["raw.bench".into()],
+            duplicate_window: raw.window.unwrap_or_default(),
             ..Default::default()
         })
         .await
@@ -160,9 +236,7 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
     // taking publishes once too many acks are pending and unawaited (a run of 10,000
     // collected first never finished).
     const WINDOW: usize = 256;
-    // `EVENTBUS_NATS_RAW_HEADERS=1`: the raw publishes carry the bridge's headers and
-    // expectation, to tell the server's share of the gap from the bridge's.
-    let headers = measure::env("EVENTBUS_NATS_RAW_HEADERS", 0);
+    let headers = raw.headers;
     let publishing = tokio::spawn(async move {
         let mut acks = std::collections::VecDeque::with_capacity(WINDOW);
         for id in 0..n {
@@ -172,18 +246,35 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
                 ack.await.unwrap();
             }
             let payload = serde_json::to_vec(&Tick { id }).unwrap();
-            let ack = if headers > 0 {
+            let ack = if headers == Headers::One {
+                let message = async_nats::jetstream::message::PublishMessage::build()
+                    .payload(payload.into())
+                    .header("E", "1");
+                publisher.send_publish("raw.bench", message).await
+            } else if headers == Headers::Plain {
+                // The same bytes as `Bridge`'s, under names the server does not read.
+                let mut message = async_nats::jetstream::message::PublishMessage::build()
+                    .payload(payload.into())
+                    .header("Xats-Msg-Id", format!("raw-{id}").as_str())
+                    .header("Eventbus-Seq", id.to_string().as_str())
+                    .header("Eventbus-Origin", "raw");
+                if id > 0 {
+                    let last = format!("raw-{}", id - 1);
+                    message = message.header("Xats-Expected-Last-Msg-Id", last.as_str());
+                }
+                publisher.send_publish("raw.bench", message).await
+            } else if headers != Headers::None {
                 // The bridge's headers, so the server does the same checks per message.
                 let mut message = async_nats::jetstream::message::PublishMessage::build()
                     .payload(payload.into())
                     .message_id(format!("raw-{id}"));
-                if headers == 1 {
+                if headers == Headers::Bridge {
                     message = message
                         .header("Eventbus-Seq", id.to_string().as_str())
                         .header("Eventbus-Origin", "raw");
-                    if id > 0 {
-                        message = message.expected_last_message_id(format!("raw-{}", id - 1));
-                    }
+                }
+                if matches!(headers, Headers::Bridge | Headers::Expect) && id > 0 {
+                    message = message.expected_last_message_id(format!("raw-{}", id - 1));
                 }
                 publisher.send_publish("raw.bench", message).await
             } else {
@@ -206,34 +297,94 @@ async fn raw_round(js: &async_nats::jetstream::Context, n: u64) -> Duration {
     took
 }
 
+/// A contender: the bridge, the bridge with two importing copies, or raw async-nats.
+#[derive(Clone, Copy)]
+enum Contender {
+    Eventbus,
+    Copies,
+    Raw(Raw),
+}
+
+/// `EVENTBUS_NATS_CONTENDERS`, by name (see the module docs).
+fn contenders() -> Vec<(String, Contender)> {
+    let default = match measure::env("EVENTBUS_NATS_RAW_HEADERS", 0) {
+        1 => "eventbus,copies,raw-bridge",
+        2 => "eventbus,copies,raw-id",
+        _ => "eventbus,copies,raw",
+    };
+    let list = std::env::var("EVENTBUS_NATS_CONTENDERS").unwrap_or_else(|_| default.into());
+    list.split(',')
+        .map(|name| {
+            let (kind, window) = match name.split_once('@') {
+                Some((kind, ms)) => (kind, Some(Duration::from_millis(ms.parse().unwrap()))),
+                None => (name, None),
+            };
+            let raw = |headers| Contender::Raw(Raw { headers, window });
+            let contender = match kind {
+                "eventbus" => Contender::Eventbus,
+                "copies" => Contender::Copies,
+                "raw" => raw(Headers::None),
+                "raw-id" => raw(Headers::Id),
+                "raw-bridge" => raw(Headers::Bridge),
+                "raw-plain" => raw(Headers::Plain),
+                "raw-one" => raw(Headers::One),
+                "raw-expect" => raw(Headers::Expect),
+                other => panic!(
+                    "unknown contender `{other}`: eventbus, copies, raw, raw-id, raw-expect, \
+                     raw-bridge, raw-plain, raw-one (raw ones may end in @<ms>)"
+                ),
+            };
+            let title = match contender {
+                Contender::Eventbus => "eventbus".to_string(),
+                Contender::Copies => "eventbus, 2 copies".to_string(),
+                Contender::Raw(_) => name.to_string(),
+            };
+            (title, contender)
+        })
+        .collect()
+}
+
 fn main() {
     println!("load average at start: {}", measure::load_average().trim());
     let n = measure::env("EVENTBUS_NATS_MESSAGES", 20_000);
     let rounds = measure::env("EVENTBUS_ROUNDS", 5);
+    let contenders = contenders();
     let server = Server::start();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let (ours, raw) = runtime.block_on(async {
+    let rates = runtime.block_on(async {
         let client = async_nats::connect(&server.url).await.unwrap();
         let js = async_nats::jetstream::new(client);
-        let (mut ours, mut raw) = (Vec::new(), Vec::new());
+        let mut rates = vec![Vec::new(); contenders.len()];
         for round in 0..rounds {
-            let e = eventbus_round(&server.url, &js, n).await;
-            let r = raw_round(&js, n).await;
-            let (e, r) = (n as f64 / e.as_secs_f64(), n as f64 / r.as_secs_f64());
-            println!("round {round}: eventbus {e:>10.0} msg/s   raw {r:>10.0} msg/s");
-            ours.push(e);
-            raw.push(r);
+            let mut line = format!("round {round}:");
+            for (i, (title, contender)) in contenders.iter().enumerate() {
+                let took = match *contender {
+                    Contender::Eventbus => eventbus_round(&server.url, &js, n).await,
+                    Contender::Copies => copies_round(&server.url, &js, n).await,
+                    Contender::Raw(raw) => raw_round(&js, n, raw).await,
+                };
+                let rate = n as f64 / took.as_secs_f64();
+                line += &format!("  {title} {rate:.0}");
+                rates[i].push(rate);
+            }
+            println!("{line} msg/s");
         }
-        (ours, raw)
+        rates
     });
-    let (ours, raw) = (measure::median(ours), measure::median(raw));
-    println!(
-        "median of {rounds} rounds, {n} messages: eventbus {ours:.0} msg/s, raw async-nats {raw:.0} msg/s, ratio {:.2} (goal >= 0.5)",
-        ours / raw
-    );
+    let medians: Vec<f64> = rates.into_iter().map(measure::median).collect();
+    let base = contenders
+        .iter()
+        .position(|(_, c)| matches!(c, Contender::Raw(_)));
+    println!("median of {rounds} rounds, {n} messages:");
+    for ((title, _), median) in contenders.iter().zip(&medians) {
+        let ratio = base.map_or(String::new(), |b| {
+            format!(", {:.2}x {}", median / medians[b], contenders[b].0)
+        });
+        println!("  {title:<20} {median:>8.0} msg/s{ratio}");
+    }
     println!("load average at end: {}", measure::load_average().trim());
 }
