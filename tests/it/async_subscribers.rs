@@ -873,6 +873,44 @@ fn publish_timeout_async_times_out_on_a_runtime_without_a_timer() {
     });
 }
 
+/// An async subscriber's retries and `wait_idle_async` need no time driver either: on a
+/// runtime built without one, a failed attempt is retried after its backoff and the bus is
+/// seen idle (before, tokio panicked "timers are disabled" in the worker's retry).
+#[test]
+fn async_retries_and_wait_idle_on_a_runtime_without_a_timer() {
+    within_patience(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+        let attempts = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&attempts);
+        let subscription = bus.subscribe_async::<A, _, _, _>(
+            Options::default()
+                .retries(2)
+                .backoff(Duration::from_millis(5)),
+            move |_: Message<A>| {
+                let attempt = counted.fetch_add(1, SeqCst);
+                async move {
+                    match attempt {
+                        0 => Err("refused once"),
+                        _ => Ok(()),
+                    }
+                }
+            },
+        );
+        runtime.block_on(async {
+            bus.publish_async(A(0)).await.unwrap();
+            bus.wait_idle_async().await;
+        });
+        let stats = subscription.stats();
+        assert_eq!((stats.delivered, stats.failed, stats.retried), (1, 1, 1));
+        assert_eq!(attempts.load(SeqCst), 2);
+        bus.close();
+    });
+}
+
 /// Opens its latch when dropped: a failing test lets its handler go, so the bus can close.
 struct OpenOnDrop(Latch);
 
