@@ -332,7 +332,7 @@ impl Bus {
         message: T,
     ) -> impl Future<Output = Result<u64, PublishError<T>>> + Send + '_ {
         self.engine
-            .publish_async(message, None, crate::bus::publish_error)
+            .publish_async(message, (), crate::bus::publish_error)
     }
 
     /// Publishes like [`publish_async`](Bus::publish_async), giving up after `timeout`: the
@@ -386,7 +386,7 @@ impl Bus {
         timeout: Duration,
     ) -> impl Future<Output = Result<u64, PublishTimeoutError<T>>> + Send + '_ {
         self.engine
-            .publish_async(message, Some(timeout), crate::bus::timeout_error)
+            .publish_async(message, timeout, crate::bus::timeout_error)
     }
 
     /// A subscription of `T` as a [`Stream`] of its messages: the application pulls them.
