@@ -18,6 +18,11 @@
 //!   same task publishing to one thread subscriber (`Block`, default capacity); compare with
 //!   `eventbus-1` in the same build (`callgrind.sh --publisher async-1 eventbus-1` for the
 //!   publishing thread alone).
+//! - `ready-0` (feature `tokio`): the harness of `async-0` around a sync `publish`: the same
+//!   task on the same runtime awaits, per message, a future whose one poll is
+//!   `bus.publish(..)` to a topic with no subscriber (built, polled once, dropped, as
+//!   `publish_async`'s). `async-0` less `ready-0` is `publish_async`'s own cost; `ready-0`
+//!   less `eventbus-0` is the `.await`'s.
 //! - `log-1`, `log-4`, `log-16`, `log-64`: the same publisher on a log topic (`retain =
 //!   1024`), its subscribers `Block` with the default capacity; `eventbus-16`,
 //!   `eventbus-64`: a mailbox topic with as many. `callgrind.sh --publisher` counts the
@@ -61,6 +66,13 @@ const SCENARIOS: [&str; 14] = [
 /// An 8-byte message.
 #[derive(Topic)]
 struct Tick(u64);
+
+/// `Tick` for `ready-0`: a type of its own, so `Bus::publish::<Tick>` keeps one call site
+/// (a second one changes whether it is inlined, and so `eventbus-0`'s count).
+#[cfg(feature = "tokio")]
+#[derive(Topic)]
+#[allow(dead_code)] // carried, never read: no one subscribes
+struct ReadyTick(u64);
 
 /// An 8-byte message on a log topic: one ring shared by its subscribers.
 #[derive(Topic)]
@@ -191,11 +203,7 @@ fn hand(subscribers: usize, messages: u64) {
 
 #[cfg(feature = "tokio")]
 fn asynchronous(subscribers: usize, messages: u64) {
-    // The time driver: a publish waiting for room looks again every millisecond.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
     let counts = counters(subscribers);
     for count in &counts {
@@ -210,6 +218,50 @@ fn asynchronous(subscribers: usize, messages: u64) {
     });
     bus.close();
     check(&counts, messages);
+}
+
+/// The runtime of the `async-*` and `ready-*` scenarios. Waits need no time driver any more;
+/// it is enabled as it was, so the numbers compare with earlier runs.
+#[cfg(feature = "tokio")]
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+/// A future whose one poll runs `f`: the `.await` of a future that is ready at once.
+#[cfg(feature = "tokio")]
+struct Ready<F>(Option<F>);
+
+#[cfg(feature = "tokio")]
+impl<F: FnOnce() -> R + Unpin, R> std::future::Future for Ready<F> {
+    type Output = R;
+
+    // In line, as `publish_async`'s poll is.
+    #[inline(always)]
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<R> {
+        let f = self.0.take().expect("polled once");
+        std::task::Poll::Ready(f())
+    }
+}
+
+/// `async-0`'s harness around a sync `publish` to a topic with no subscriber.
+#[cfg(feature = "tokio")]
+fn ready(messages: u64) {
+    let runtime = runtime();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    runtime.block_on(async {
+        for i in 0..messages {
+            if Ready(Some(|| bus.publish(ReadyTick(i)))).await.is_err() {
+                panic!("publish {i} refused");
+            }
+        }
+    });
+    bus.close();
 }
 
 fn lock(messages: u64) {
@@ -242,6 +294,8 @@ fn run(scenario: &str, messages: u64) {
         "async-0" => asynchronous(0, messages),
         #[cfg(feature = "tokio")]
         "async-1" => asynchronous(1, messages),
+        #[cfg(feature = "tokio")]
+        "ready-0" => ready(messages),
         other => {
             eprintln!(
                 "unknown scenario {other:?}; expected one of: {}",

@@ -461,9 +461,10 @@ impl Lifecycle {
     /// Sleeps (as a task) for `delay` unless a forced stop comes first (`false`).
     #[cfg(feature = "tokio")]
     pub(crate) async fn sleep_async(&self, delay: Duration) -> bool {
-        let until = tokio::time::Instant::now() + delay;
+        // Real time, as the wait below keeps it (the ticker's, not the runtime's timer).
+        let until = crate::util::deadline::after(delay);
         loop {
-            let now = tokio::time::Instant::now();
+            let now = std::time::Instant::now();
             if self.is_stopped() {
                 return false;
             }

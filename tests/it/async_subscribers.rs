@@ -765,47 +765,159 @@ fn publish_timeout_async_hands_the_message_back_when_room_does_not_come() {
     assert_eq!(seen.get(), [0, 1, 3]);
 }
 
+/// Runs `body` on a thread of its own and fails if it has not returned within `PATIENCE`:
+/// for a test whose failure is a hang. A panic in `body` fails the test too.
+fn within_patience(body: impl FnOnce() + Send + 'static) {
+    let (done, finished) = std::sync::mpsc::channel();
+    let body = std::thread::spawn(move || {
+        body();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(PATIENCE) {
+        Ok(()) => body.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("still waiting after {PATIENCE:?}")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(body.join().unwrap_err())
+        }
+    }
+}
+
+/// A runtime without its time driver: `Builder::new_current_thread()` with no `enable_time()`.
+fn without_a_timer() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
 /// `publish_async` and `publish_timeout_async` wait for room on a runtime built without its
 /// time driver (`Builder::new_current_thread()` with no `enable_time()`): their wait needs
 /// no tokio timer (before, tokio panicked "timers are disabled" at the first wait).
 #[test]
-#[ignore = "fails today (hangs at the first wait for room: the wait's backstop is a tokio timer); \
-            un-ignore with the fix"]
 fn publish_async_waits_for_room_on_a_runtime_without_a_timer() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let bus = Bus::builder().build();
-    let (gate, started, seen) = (Latch::new(), Signal::new(), Seen::new());
-    {
-        let (gate, started, seen) = (gate.clone(), started.clone(), seen.clone());
-        bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
-            if m.0 == 0 {
-                started.send(0);
-                gate.wait();
-            }
-            seen.push(m.0);
+    within_patience(|| {
+        let runtime = without_a_timer();
+        let bus = Bus::builder().build();
+        let (gate, started, seen) = (Latch::new(), Signal::new(), Seen::new());
+        {
+            let (gate, started, seen) = (gate.clone(), started.clone(), seen.clone());
+            bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
+                if m.0 == 0 {
+                    started.send(0);
+                    gate.wait();
+                }
+                seen.push(m.0);
+            });
+        }
+        // Whatever happens below, the handler is let go, so the bus can close.
+        let _open = OpenOnDrop(gate.clone());
+        runtime.block_on(async {
+            bus.publish_async(A(0)).await.unwrap();
+            assert_eq!(started.next(), 0);
+            bus.publish_async(A(1)).await.unwrap(); // fills the mailbox
+            let late = bus
+                .publish_timeout_async(A(2), Duration::from_millis(20))
+                .await;
+            assert_eq!(late, Err(eventbus::PublishTimeoutError::Timeout(A(2))));
+            let mut waiting = std::pin::pin!(bus.publish_async(A(3)));
+            let poll = |cx: &mut std::task::Context<'_>| {
+                std::task::Poll::Ready(std::future::Future::poll(waiting.as_mut(), cx))
+            };
+            let first = poll_fn(poll).await;
+            assert!(first.is_pending(), "the mailbox is full: it must wait");
+            gate.open();
+            assert_eq!(waiting.await, Ok(2));
         });
-    }
-    runtime.block_on(async {
-        bus.publish_async(A(0)).await.unwrap();
-        assert_eq!(started.next(), 0);
-        bus.publish_async(A(1)).await.unwrap(); // fills the mailbox
-        let late = bus
-            .publish_timeout_async(A(2), Duration::from_millis(20))
-            .await;
-        assert_eq!(late, Err(eventbus::PublishTimeoutError::Timeout(A(2))));
-        let mut waiting = std::pin::pin!(bus.publish_async(A(3)));
-        let poll = |cx: &mut std::task::Context<'_>| {
-            std::task::Poll::Ready(std::future::Future::poll(waiting.as_mut(), cx))
-        };
-        let first = poll_fn(poll).await;
-        assert!(first.is_pending(), "the mailbox is full: it must wait");
-        gate.open();
-        assert_eq!(waiting.await, Ok(2));
+        bus.close();
+        assert_eq!(seen.get(), [0, 1, 3]);
     });
-    bus.close();
-    assert_eq!(seen.get(), [0, 1, 3]);
+}
+
+/// `publish_timeout_async` on a runtime without a time driver gives up at its timeout, not
+/// before, and hands the message back, unpublished (before, tokio panicked "timers are
+/// disabled" at the wait).
+#[test]
+fn publish_timeout_async_times_out_on_a_runtime_without_a_timer() {
+    within_patience(|| {
+        let runtime = without_a_timer();
+        let bus = Bus::builder().build();
+        let (gate, started) = (Latch::new(), Signal::new());
+        {
+            let (gate, started) = (gate.clone(), started.clone());
+            bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
+                if m.0 == 0 {
+                    started.send(0);
+                    gate.wait();
+                }
+            });
+        }
+        let _open = OpenOnDrop(gate.clone());
+        runtime.block_on(async {
+            bus.publish_timeout_async(A(0), PATIENCE).await.unwrap();
+            assert_eq!(started.next(), 0);
+            bus.publish_timeout_async(A(1), PATIENCE).await.unwrap(); // fills the mailbox
+            let timeout = Duration::from_millis(30);
+            let began = std::time::Instant::now();
+            let late = bus.publish_timeout_async(A(2), timeout).await;
+            assert!(
+                began.elapsed() >= timeout,
+                "gave up early: {:?}",
+                began.elapsed()
+            );
+            assert_eq!(late, Err(eventbus::PublishTimeoutError::Timeout(A(2))));
+            assert_eq!(bus.stats().topics[0].published, 2, "nothing numbered");
+        });
+        gate.open();
+        bus.close();
+    });
+}
+
+/// An async subscriber's retries and `wait_idle_async` need no time driver either: on a
+/// runtime built without one, a failed attempt is retried after its backoff and the bus is
+/// seen idle (before, tokio panicked "timers are disabled" in the worker's retry).
+#[test]
+fn async_retries_and_wait_idle_on_a_runtime_without_a_timer() {
+    within_patience(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+        let attempts = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&attempts);
+        let subscription = bus.subscribe_async::<A, _, _, _>(
+            Options::default()
+                .retries(2)
+                .backoff(Duration::from_millis(5)),
+            move |_: Message<A>| {
+                let attempt = counted.fetch_add(1, SeqCst);
+                async move {
+                    match attempt {
+                        0 => Err("refused once"),
+                        _ => Ok(()),
+                    }
+                }
+            },
+        );
+        runtime.block_on(async {
+            bus.publish_async(A(0)).await.unwrap();
+            bus.wait_idle_async().await;
+        });
+        let stats = subscription.stats();
+        assert_eq!((stats.delivered, stats.failed, stats.retried), (1, 1, 1));
+        assert_eq!(attempts.load(SeqCst), 2);
+        bus.close();
+    });
+}
+
+/// Opens its latch when dropped: a failing test lets its handler go, so the bus can close.
+struct OpenOnDrop(Latch);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
 }
 
 /// Issue 32: `close_timeout_async` past its deadline keeps each message still queued for a

@@ -32,8 +32,8 @@ impl Bus {
     /// handler on one message at a time, in order. The handler takes the message by value
     /// (its own share of it, so its future may hold it across `.await`s) and returns a
     /// `Send` future whose output is `()` or `Result<(), E: Display>`. An `Err` or a panic
-    /// (while making the future or polling it) is a failed attempt; retries wait with the
-    /// runtime's timer; dead letters as for any subscriber.
+    /// (while making the future or polling it) is a failed attempt; retries wait (with the
+    /// bus's own clock, not the runtime's timer); dead letters as for any subscriber.
     ///
     /// # Panics
     ///
@@ -201,7 +201,7 @@ impl Bus {
     ///
     /// The promises of `observe` hold: each topic's messages in that topic's order, one at
     /// a time; its own bounded mailbox with its overflow policy; an `Err` or a panic is a
-    /// failed attempt, retried with the runtime's timer, then a dead letter; a close
+    /// failed attempt, retried after its delay, then a dead letter; a close
     /// delivers everything accepted.
     ///
     /// # Errors
@@ -313,10 +313,10 @@ impl Bus {
     /// hears the topic, or every `Block` mailbox has room) is done by the first poll, the
     /// same way as a [`publish`](Bus::publish): only a wait for room builds more.
     ///
-    /// It awaits on the caller's runtime, which needs its time driver (`enable_all()` or
-    /// `enable_time()` on the runtime's builder; `#[tokio::main]` has it): a wait for room
-    /// looks again every millisecond in case a wake-up was missed, and without a timer tokio
-    /// panics there.
+    /// It awaits on the caller's runtime, which needs no time driver (a runtime built without
+    /// `enable_time()` will do): a wait for room looks again every millisecond in case a
+    /// wake-up was missed, woken for that by one thread of eventbus for all buses (running
+    /// only while some task waits), not by the runtime's timer.
     ///
     /// # Cancel safety
     ///
@@ -332,7 +332,7 @@ impl Bus {
         message: T,
     ) -> impl Future<Output = Result<u64, PublishError<T>>> + Send + '_ {
         self.engine
-            .publish_async(message, None, crate::bus::publish_error)
+            .publish_async(message, (), crate::bus::publish_error)
     }
 
     /// Publishes like [`publish_async`](Bus::publish_async), giving up after `timeout`: the
@@ -386,7 +386,7 @@ impl Bus {
         timeout: Duration,
     ) -> impl Future<Output = Result<u64, PublishTimeoutError<T>>> + Send + '_ {
         self.engine
-            .publish_async(message, Some(timeout), crate::bus::timeout_error)
+            .publish_async(message, timeout, crate::bus::timeout_error)
     }
 
     /// A subscription of `T` as a [`Stream`] of its messages: the application pulls them.
@@ -488,7 +488,7 @@ impl Bus {
         self.refuse_to_wait_on_itself("wait_idle_async");
         let mut pause = std::time::Duration::from_millis(1);
         while !self.engine.lifecycle.is_idle() {
-            tokio::time::sleep(pause).await;
+            crate::util::ticker::Sleep::after(pause).await;
             pause = (pause * 2).min(crate::lifecycle::IDLE_RECHECK);
         }
     }

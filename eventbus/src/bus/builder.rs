@@ -215,9 +215,11 @@ impl BusBuilder {
     /// run on (feature `tokio`). Without it, `build()` takes the runtime current where it is
     /// called, if any.
     ///
-    /// The runtime needs its time driver (`enable_all()` or `enable_time()` on its builder, as
-    /// `#[tokio::main]` has): an async subscriber's retries wait on tokio's timer, and a
-    /// task waiting for room looks again every millisecond in case a wake-up was missed.
+    /// The runtime needs no time driver: an async subscriber's retries, a task waiting for
+    /// room (which looks again every millisecond in case a wake-up was missed) and the
+    /// timeouts of the `_async` calls are kept by one thread of eventbus for all buses,
+    /// which runs only while some task waits. (The `nats` bridge's tasks do use tokio's
+    /// timer: a runtime that runs a `Bridge` needs `enable_all()`.)
     #[cfg(feature = "tokio")]
     pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
         self.runtime = Some(runtime);

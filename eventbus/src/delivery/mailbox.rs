@@ -841,7 +841,7 @@ impl<T> Inbox<T> {
                     // timer is needed.
                     self.flags.arrived.wait_unless(None, ready).await;
                 }
-                Step::Recheck => tokio::time::sleep(RECHECK).await,
+                Step::Recheck => crate::util::ticker::Sleep::after(RECHECK).await,
             }
         }
     }

@@ -460,7 +460,7 @@ impl<T> PriorityInbox<T> {
                     // A task's mailbox announces every arrival, fenced (see `mailbox.rs`).
                     self.levels.flags.arrived.wait_unless(None, ready).await;
                 }
-                Step::Recheck => tokio::time::sleep(RECHECK).await,
+                Step::Recheck => crate::util::ticker::Sleep::after(RECHECK).await,
             }
         }
     }

@@ -90,16 +90,18 @@ impl Engine {
     /// Its first poll takes, in place, the paths of a sync `publish` that needs no wait (a
     /// topic no one hears; room in every `Block` mailbox): no future of the wait is built.
     /// Only a publish that must wait for room or its turn builds one, boxed, and awaits it.
-    /// With a `timeout`, counted from that wait's start, a wait that reaches it hands the
-    /// payload back with `Refused::Timeout`. `map` makes a refusal the caller's error.
+    /// With a `timeout` (a `Duration`; `()` for none), counted from that wait's start, a wait
+    /// that reaches it hands the payload back with `Refused::Timeout`. `map` makes a refusal
+    /// the caller's error. Both are types of no size where they can be (`()`, a function
+    /// item), so the future built at every publish stays small.
     #[cfg(feature = "tokio")]
     #[inline(always)]
-    pub(crate) fn publish_async<T: Topic, E>(
+    pub(crate) fn publish_async<T: Topic, E, M: Fn((T, Refused)) -> E, D: Limit>(
         &self,
         payload: T,
-        timeout: Option<std::time::Duration>,
-        map: fn((T, Refused)) -> E,
-    ) -> PublishAsync<'_, T, E> {
+        timeout: D,
+        map: M,
+    ) -> PublishAsync<'_, T, M, D> {
         PublishAsync {
             engine: self,
             payload: Some(payload),
@@ -143,14 +145,16 @@ impl Engine {
 /// the publish must wait, the wait.
 #[cfg(feature = "tokio")]
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub(crate) struct PublishAsync<'a, T, E> {
+pub(crate) struct PublishAsync<'a, T, M, D> {
     engine: &'a Engine,
     /// The message, until the first poll.
     payload: Option<T>,
     /// The wait for room or the topic's turn, once the first poll found it must wait.
     waiting: Option<Pin<Box<Waiting<'a, T>>>>,
-    timeout: Option<std::time::Duration>,
-    map: fn((T, Refused)) -> E,
+    /// The timeout: `()` for none, of no size.
+    timeout: D,
+    /// Makes a refusal the caller's error: a function item, of no size.
+    map: M,
 }
 
 #[cfg(feature = "tokio")]
@@ -158,10 +162,10 @@ type Waiting<'a, T> = dyn Future<Output = Result<u64, (T, Refused)>> + Send + 'a
 
 // Nothing in it is pinned in place: the wait is boxed, the payload only moved out.
 #[cfg(feature = "tokio")]
-impl<T, E> Unpin for PublishAsync<'_, T, E> {}
+impl<T, M, D> Unpin for PublishAsync<'_, T, M, D> {}
 
 #[cfg(feature = "tokio")]
-impl<T: Topic, E> Future for PublishAsync<'_, T, E> {
+impl<T: Topic, E, M: Fn((T, Refused)) -> E, D: Limit> Future for PublishAsync<'_, T, M, D> {
     type Output = Result<u64, E>;
 
     #[inline]
@@ -171,7 +175,7 @@ impl<T: Topic, E> Future for PublishAsync<'_, T, E> {
             match this.engine.publish_now(payload) {
                 Ok(seq) => return Poll::Ready(Ok(seq)),
                 Err((payload, Refused::Full)) => {
-                    let deadline = this.timeout.map(crate::util::deadline::after);
+                    let deadline = this.timeout.get().map(crate::util::deadline::after);
                     let waiting = this.engine.publish_waiting(payload, deadline);
                     this.waiting = Some(Box::pin(waiting));
                 }
@@ -183,16 +187,40 @@ impl<T: Topic, E> Future for PublishAsync<'_, T, E> {
         };
         let published = std::task::ready!(waiting.as_mut().poll(cx));
         this.waiting = None;
-        Poll::Ready(published.map_err(this.map))
+        Poll::Ready(published.map_err(&this.map))
     }
 }
 
 #[cfg(feature = "tokio")]
-impl<T, E> std::fmt::Debug for PublishAsync<'_, T, E> {
+impl<T, M, D> std::fmt::Debug for PublishAsync<'_, T, M, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PublishAsync")
             .field("polled", &self.payload.is_none())
             .field("waiting", &self.waiting.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// A [`PublishAsync`]'s timeout: `()` for none (`publish_async`), a `Duration`
+/// (`publish_timeout_async`).
+#[cfg(feature = "tokio")]
+pub(crate) trait Limit: Copy {
+    /// The timeout, if any.
+    fn get(self) -> Option<std::time::Duration>;
+}
+
+#[cfg(feature = "tokio")]
+impl Limit for () {
+    #[inline(always)]
+    fn get(self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Limit for std::time::Duration {
+    #[inline(always)]
+    fn get(self) -> Option<std::time::Duration> {
+        Some(self)
     }
 }

@@ -6,12 +6,17 @@
 //! before the change it announces (a store then a load: x86 reorders them), so it can miss a
 //! waiter that came at that instant; a waiter therefore sleeps at most [`BACKSTOP`] before it
 //! looks again. Wakers that must never miss (a task waiting on its own mailbox) fence first.
+//!
+//! Those bounds are kept by the ticker (`ticker.rs`), not by the runtime's timer: a wait
+//! works the same on a runtime built without its time driver.
 
 use std::future::Future;
 use std::sync::atomic::{fence, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::Duration;
 
 use event_listener::Event;
+
+use crate::util::{deadline, ticker};
 
 /// The longest a waiter sleeps without looking again, in case its wake-up was missed.
 pub(crate) const BACKSTOP: Duration = Duration::from_millis(1);
@@ -65,7 +70,7 @@ impl Wake {
             match (ready, max) {
                 (true, _) => {}
                 (false, Some(max)) => {
-                    let _ = tokio::time::timeout(max, listener).await;
+                    let _ = ticker::before(deadline::after(max), listener).await;
                 }
                 (false, None) => listener.await,
             }
@@ -83,7 +88,8 @@ impl Drop for Counted<'_> {
 }
 
 /// Awaits `wait`, but not past `deadline`: whether it ended (true) or the deadline came
-/// first (false). Cancel-safe as `wait` is.
+/// first (false). Cancel-safe as `wait` is. The deadline is the ticker's, not the runtime's
+/// timer.
 pub(crate) async fn until(
     deadline: Option<std::time::Instant>,
     wait: impl Future<Output = ()>,
@@ -93,6 +99,6 @@ pub(crate) async fn until(
             wait.await;
             true
         }
-        Some(deadline) => tokio::time::timeout_at(deadline.into(), wait).await.is_ok(),
+        Some(deadline) => ticker::before(deadline, wait).await.is_some(),
     }
 }

@@ -1,5 +1,6 @@
 //! The task worker (feature `tokio`): one tokio task per subscription, awaiting its mailbox,
-//! one message at a time, in order; retries wait with the runtime's timer.
+//! one message at a time, in order; retries wait with the ticker (`util/ticker.rs`), not the
+//! runtime's timer.
 
 use std::future::Future;
 use std::pin::Pin;
