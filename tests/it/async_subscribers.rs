@@ -483,7 +483,9 @@ fn sync_publish_on_a_current_thread_runtime_counts_room_others_spent() {
             let bus = Bus::builder().build();
             let (plain, urgent) = (Seen::new(), Seen::new());
             bus.subscribe_async(Options::default().capacity(5), recorder::<A>(&plain));
-            let by_level = Options::default().capacity(3).priority(|b: &B| (b.0 % 2) as u8);
+            let by_level = Options::default()
+                .capacity(3)
+                .priority(|b: &B| (b.0 % 2) as u8);
             bus.subscribe_async(by_level, recorder::<B>(&urgent));
             for round in 0..3 {
                 let first = round * 6;

@@ -156,7 +156,9 @@ fn block_keeps_every_message_and_the_order_with_many_publishers_and_tiny_mailbox
             .zip(&seen)
             .map(|(&capacity, seen)| {
                 let record = seen.clone();
-                let options = Options::default().capacity(capacity).overflow(Overflow::Block);
+                let options = Options::default()
+                    .capacity(capacity)
+                    .overflow(Overflow::Block);
                 bus.subscribe::<Tick>(options, move |m: &Message<Tick>| record.push(m.0))
             })
             .collect();
@@ -179,17 +181,36 @@ fn block_keeps_every_message_and_the_order_with_many_publishers_and_tiny_mailbox
         });
         bus.close();
         let first = seen[0].get();
-        assert_eq!(first.len() as u64, PUBLISHERS * EACH, "capacities {capacities:?}");
+        assert_eq!(
+            first.len() as u64,
+            PUBLISHERS * EACH,
+            "capacities {capacities:?}"
+        );
         for publisher in 0..PUBLISHERS {
-            let own: Vec<u64> = first.iter().copied().filter(|t| t / 1_000_000 == publisher).collect();
+            let own: Vec<u64> = first
+                .iter()
+                .copied()
+                .filter(|t| t / 1_000_000 == publisher)
+                .collect();
             let expected: Vec<u64> = (0..EACH).map(|i| publisher * 1_000_000 + i).collect();
-            assert_eq!(own, expected, "publisher {publisher}, capacities {capacities:?}");
+            assert_eq!(
+                own, expected,
+                "publisher {publisher}, capacities {capacities:?}"
+            );
         }
         for (subscriber, (seen, subscription)) in seen.iter().zip(&subscriptions).enumerate() {
-            assert_eq!(seen.get(), first, "subscriber {subscriber}, capacities {capacities:?}");
+            assert_eq!(
+                seen.get(),
+                first,
+                "subscriber {subscriber}, capacities {capacities:?}"
+            );
             let stats = subscription.stats();
             let counts = (stats.received, stats.delivered, stats.dropped);
-            assert_eq!(counts, (PUBLISHERS * EACH, PUBLISHERS * EACH, 0), "{capacities:?}");
+            assert_eq!(
+                counts,
+                (PUBLISHERS * EACH, PUBLISHERS * EACH, 0),
+                "{capacities:?}"
+            );
         }
     }
 }

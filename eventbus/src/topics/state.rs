@@ -315,8 +315,10 @@ impl<T: Topic> TopicState<T> {
     ///
     /// With feature `tokio` a sync publish comes here first, so that it asks whether its
     /// thread runs a runtime (a thread-local look and a reference count, about 40
-    /// instructions) only where the answer matters: where it may wait. Each mailbox counts
-    /// its room down as messages go in, so knowing that it has room costs a load.
+    /// instructions) only where the answer matters: where it may wait. The topic counts the
+    /// publishes its mailboxes surely have room for (`Order::room`), so knowing that they
+    /// have room costs a load and a store, however many mailboxes there are; they are looked
+    /// at again only when the count runs out.
     #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn publish_at_once(&self, payload: T, lifecycle: &Lifecycle) -> Result<u64, T> {
