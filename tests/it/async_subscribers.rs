@@ -468,6 +468,71 @@ fn sync_publish_on_a_current_thread_runtime_fills_every_slot_then_refuses() {
     });
 }
 
+/// The same, where the room a sync publish counts can be spent behind its back: messages
+/// another kind of publish put in (`try_publish`, between the sync publishes of `A`), and a
+/// priority mailbox (its own queue, not a channel, on `B`). Each topic's mailbox fills to
+/// its last slot, then the publish refuses; had the count claimed room that is not there,
+/// the publish would block the runtime's only thread for good, and the test says so at its
+/// patience's end.
+#[test]
+fn sync_publish_on_a_current_thread_runtime_counts_room_others_spent() {
+    let (done, finished) = crossbeam_channel::bounded(1);
+    let runner = std::thread::spawn(move || {
+        let runtime = current_thread();
+        runtime.block_on(async {
+            let bus = Bus::builder().build();
+            let (plain, urgent) = (Seen::new(), Seen::new());
+            bus.subscribe_async(Options::default().capacity(5), recorder::<A>(&plain));
+            let by_level = Options::default()
+                .capacity(3)
+                .priority(|b: &B| (b.0 % 2) as u8);
+            bus.subscribe_async(by_level, recorder::<B>(&urgent));
+            for round in 0..3 {
+                let first = round * 6;
+                assert_eq!(bus.publish(A(first)), Ok(first), "round {round}");
+                for i in first + 1..first + 3 {
+                    assert_eq!(bus.try_publish(A(i)), Ok(i), "round {round}");
+                }
+                for i in first + 3..first + 5 {
+                    assert_eq!(bus.publish(A(i)), Ok(i), "round {round}");
+                }
+                let refused = first + 5;
+                assert_eq!(
+                    bus.publish(A(refused)),
+                    Err(PublishError::WouldDeadlock(A(refused)))
+                );
+                bus.publish_async(A(refused)).await.unwrap();
+                let first = round * 4;
+                for i in first..first + 3 {
+                    assert_eq!(bus.publish(B(i)), Ok(i), "round {round}");
+                }
+                let refused = first + 3;
+                assert_eq!(
+                    bus.publish(B(refused)),
+                    Err(PublishError::WouldDeadlock(B(refused)))
+                );
+                bus.publish_async(B(refused)).await.unwrap();
+                // The tasks empty the mailboxes; then the room is counted again.
+                while bus.stats().subscriptions.iter().any(|s| s.queued > 0) {
+                    tokio::task::yield_now().await;
+                }
+            }
+            bus.close_async().await;
+            assert_eq!(plain.get(), (0..18).collect::<Vec<_>>());
+            let mut urgent = urgent.get();
+            urgent.sort_unstable();
+            assert_eq!(urgent, (0..12).collect::<Vec<_>>());
+        });
+        let _ = done.send(());
+    });
+    if let Err(crossbeam_channel::RecvTimeoutError::Timeout) = finished.recv_timeout(PATIENCE) {
+        panic!("a sync publish blocked the runtime's only thread");
+    }
+    if let Err(failed) = runner.join() {
+        std::panic::resume_unwind(failed);
+    }
+}
+
 /// On a multi-thread runtime's thread, a sync `publish` and `close` wait safely: the
 /// thread's other tasks are handed off while they block.
 #[test]

@@ -139,6 +139,82 @@ fn publish_timeout_hands_the_message_back_when_a_block_mailbox_stays_full() {
     assert_eq!(other.get(), [2, 3]);
 }
 
+/// Many publishers, some waiting without a deadline and one with, into several `Block`
+/// mailboxes of a few slots: nothing is dropped or overrun, every subscriber sees the same
+/// order, and each publisher's messages in the order it published them. (With feature
+/// `tokio` a publish first counts the room left for the whole topic: a count that claimed
+/// room that is not there would show here.)
+#[test]
+fn block_keeps_every_message_and_the_order_with_many_publishers_and_tiny_mailboxes() {
+    const PUBLISHERS: u64 = 4;
+    const EACH: u64 = 400;
+    for capacities in [[1, 2, 2], [2, 3, 4]] {
+        let bus = Bus::builder().build();
+        let seen: Vec<Seen<u64>> = capacities.iter().map(|_| Seen::new()).collect();
+        let subscriptions: Vec<_> = capacities
+            .iter()
+            .zip(&seen)
+            .map(|(&capacity, seen)| {
+                let record = seen.clone();
+                let options = Options::default()
+                    .capacity(capacity)
+                    .overflow(Overflow::Block);
+                bus.subscribe::<Tick>(options, move |m: &Message<Tick>| record.push(m.0))
+            })
+            .collect();
+        let start = std::sync::Barrier::new(PUBLISHERS as usize);
+        std::thread::scope(|scope| {
+            for publisher in 0..PUBLISHERS {
+                let (bus, start) = (bus.clone(), &start);
+                scope.spawn(move || {
+                    start.wait();
+                    for i in 0..EACH {
+                        let tick = Tick(publisher * 1_000_000 + i);
+                        let published = match publisher {
+                            0 => bus.publish_timeout(tick, support::PATIENCE).is_ok(),
+                            _ => bus.publish(tick).is_ok(),
+                        };
+                        assert!(published, "publisher {publisher}, message {i}");
+                    }
+                });
+            }
+        });
+        bus.close();
+        let first = seen[0].get();
+        assert_eq!(
+            first.len() as u64,
+            PUBLISHERS * EACH,
+            "capacities {capacities:?}"
+        );
+        for publisher in 0..PUBLISHERS {
+            let own: Vec<u64> = first
+                .iter()
+                .copied()
+                .filter(|t| t / 1_000_000 == publisher)
+                .collect();
+            let expected: Vec<u64> = (0..EACH).map(|i| publisher * 1_000_000 + i).collect();
+            assert_eq!(
+                own, expected,
+                "publisher {publisher}, capacities {capacities:?}"
+            );
+        }
+        for (subscriber, (seen, subscription)) in seen.iter().zip(&subscriptions).enumerate() {
+            assert_eq!(
+                seen.get(),
+                first,
+                "subscriber {subscriber}, capacities {capacities:?}"
+            );
+            let stats = subscription.stats();
+            let counts = (stats.received, stats.delivered, stats.dropped);
+            assert_eq!(
+                counts,
+                (PUBLISHERS * EACH, PUBLISHERS * EACH, 0),
+                "{capacities:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_zero_capacity_is_refused_with_a_clear_error() {
     let bus = Bus::builder().build();

@@ -191,13 +191,6 @@ pub(crate) struct Outbox<T> {
     queue: Option<Arc<dyn Queue<T>>>,
     /// Whether a message takes the way out of line: a group's key, a filter or a `queue`.
     screened: bool,
-    /// At least this much room is left (one slot less, for the retire's wake-up signal), as
-    /// last seen by the order lock's holder, the only writer: a sync publish with feature
-    /// `tokio` reads it to know, for a few instructions, that it will not wait here (see
-    /// `TopicState::publish_at_once`). Counted down at each message put in; looked up again
-    /// when it runs out.
-    #[cfg(feature = "tokio")]
-    room: std::sync::atomic::AtomicUsize,
 }
 
 /// Whether a message is this mailbox's, by its group's key.
@@ -337,8 +330,6 @@ where
             lane: None,
             queue: None,
             screened,
-            #[cfg(feature = "tokio")]
-            room: std::sync::atomic::AtomicUsize::new(0),
         },
         inbox,
     )
@@ -360,8 +351,6 @@ pub(crate) fn outbox_of<T>(
         lane: None,
         queue: Some(queue),
         screened: true,
-        #[cfg(feature = "tokio")]
-        room: std::sync::atomic::AtomicUsize::new(0),
     }
 }
 
@@ -443,20 +432,13 @@ impl<T: 'static> Outbox<T> {
             && self.full_now()
     }
 
-    /// Whether a publish may have to wait here; `false` is sure, `true` may be wrong. For
-    /// the order lock's holder only (see `room`).
+    /// How many more messages a publish can surely put in without waiting: the room now,
+    /// less the slot the retire's wake-up signal may take; `usize::MAX` for a policy that
+    /// never waits. Only the topic's order lock's holder puts messages in, so the room it
+    /// finds stays at least this until it puts them (see `TopicState::publish_at_once`).
     #[cfg(feature = "tokio")]
-    #[inline]
-    pub(crate) fn may_wait(&self) -> bool {
-        self.room.load(Relaxed) == 0 && self.look_for_room()
-    }
-
-    /// [`may_wait`](Self::may_wait) once the room counted has run out: the mailbox's room
-    /// now, less the slot the retire's wake-up signal may take.
-    #[cfg(feature = "tokio")]
-    #[cold]
-    fn look_for_room(&self) -> bool {
-        let room = match self.core.options.overflow {
+    pub(crate) fn room_now(&self) -> usize {
+        match self.core.options.overflow {
             Overflow::Block => match &self.queue {
                 None => {
                     let capacity = self.tx.capacity().unwrap_or(usize::MAX);
@@ -467,11 +449,8 @@ impl<T: 'static> Outbox<T> {
                     capacity.saturating_sub(len)
                 }
             },
-            // Never waits.
             Overflow::DropOldest | Overflow::DropNewest => usize::MAX,
-        };
-        self.room.store(room, Relaxed);
-        room == 0
+        }
     }
 
     /// Waits until a `Block` mailbox has room, without putting anything in: for publishes
@@ -558,17 +537,10 @@ impl<T: 'static> Outbox<T> {
         // handled out of line.
         match self.tx.try_send(Some(message)) {
             Ok(()) => {
-                #[cfg(feature = "tokio")]
-                self.room
-                    .store(self.room.load(Relaxed).saturating_sub(1), Relaxed);
                 self.flags.arrived();
                 Offer::Accepted
             }
-            Err(TrySendError::Full(Some(message))) => {
-                #[cfg(feature = "tokio")]
-                self.room.store(0, Relaxed);
-                self.full(message, stop, waits)
-            }
+            Err(TrySendError::Full(Some(message))) => self.full(message, stop, waits),
             // Cannot happen: this outbox holds a receiver, and sent a message.
             Err(TrySendError::Full(None) | TrySendError::Disconnected(_)) => {
                 Counters::unbump(received);

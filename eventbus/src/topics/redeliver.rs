@@ -84,11 +84,13 @@ impl<T: Topic> TopicState<T> {
         #[cfg(feature = "tokio")]
         let _turn = TurnOver(self);
         // Lock order: row 4 (the order lock); see engine/mod.rs.
-        let Ok(_order) =
+        let Ok(mut order) =
             deadlock::lock_order(&*self.order, &self.waits, node, Patience::WhileMoving)
         else {
             return Err(Redelivery::Full);
         };
+        // A message put in past `publish_at_once`'s count of room.
+        order.forget_room();
         if !lifecycle.accepts(publisher.is_some()) {
             return Err(Redelivery::Closed);
         }

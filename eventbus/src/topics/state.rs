@@ -100,6 +100,25 @@ pub(crate) struct Order<T> {
     version: u64,
     /// The blocks this topic's messages are made in (see `message/shared.rs`).
     pub(super) pool: Pool<Envelope<T>>,
+    /// How many more publishes `TopicState::publish_at_once` may hand out before it looks at
+    /// the mailboxes' room again: the least room among them when it last looked, counted
+    /// down at each of its hand-outs (each puts at most one message in each mailbox). Any
+    /// other hand-out, and a change of the list, sets it to 0 (`TopicState::current`,
+    /// [`Order::forget_room`]), so it never counts room that is not there.
+    #[cfg(feature = "tokio")]
+    room: usize,
+}
+
+impl<T> Order<T> {
+    /// Something may have been put in the mailboxes other than by `publish_at_once`: the
+    /// room counted is no longer sure.
+    #[inline(always)]
+    pub(super) fn forget_room(&mut self) {
+        #[cfg(feature = "tokio")]
+        {
+            self.room = 0;
+        }
+    }
 }
 
 impl<T: Send + Sync> OrderLock for Mutex<Order<T>> {
@@ -161,6 +180,8 @@ impl<T: Topic> TopicState<T> {
                 inline: Arc::new(Vec::new()),
                 version: 0,
                 pool: Pool::new(),
+                #[cfg(feature = "tokio")]
+                room: 0,
             })),
             version: AtomicU64::new(0),
             subscribers: ArcSwap::from_pointee(Subscribers::new()),
@@ -294,8 +315,10 @@ impl<T: Topic> TopicState<T> {
     ///
     /// With feature `tokio` a sync publish comes here first, so that it asks whether its
     /// thread runs a runtime (a thread-local look and a reference count, about 40
-    /// instructions) only where the answer matters: where it may wait. Each mailbox counts
-    /// its room down as messages go in, so knowing that it has room costs a load.
+    /// instructions) only where the answer matters: where it may wait. The topic counts the
+    /// publishes its mailboxes surely have room for (`Order::room`), so knowing that they
+    /// have room costs a load and a store, however many mailboxes there are; they are looked
+    /// at again only when the count runs out.
     #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn publish_at_once(&self, payload: T, lifecycle: &Lifecycle) -> Result<u64, T> {
@@ -310,10 +333,14 @@ impl<T: Topic> TopicState<T> {
         if !lifecycle.is_open() {
             return Err(payload);
         }
-        let order = self.current(&mut order);
-        if !order.observers.is_empty() || !order.inline.is_empty() || order.subscribers.may_wait() {
+        let order = self.current_counted(&mut order);
+        if !order.observers.is_empty() || !order.inline.is_empty() {
             return Err(payload);
         }
+        if order.room == 0 && !Self::look_for_room(order) {
+            return Err(payload);
+        }
+        order.room -= 1;
         let how = Publishing {
             wait: Wait::Forever,
             lifecycle,
@@ -321,6 +348,15 @@ impl<T: Topic> TopicState<T> {
         };
         let (subscribers, pool) = (&order.subscribers, &mut order.pool);
         Ok(self.hand_out(subscribers, &[], pool, payload, std::iter::empty(), how))
+    }
+
+    /// `publish_at_once`'s count of room ran out: looks at every mailbox's room again;
+    /// whether there is room for one more publish.
+    #[cfg(feature = "tokio")]
+    #[cold]
+    fn look_for_room(order: &mut Order<T>) -> bool {
+        order.room = order.subscribers.room();
+        order.room != 0
     }
 
     /// [`publish`](Self::publish), every case. Out of line, so that the common case does not
@@ -550,15 +586,25 @@ impl<T: Topic> TopicState<T> {
         Ok(seq)
     }
 
-    /// The order lock's state, with the subscriber lists as they are now.
+    /// The order lock's state, with the subscriber lists as they are now, for a hand-out
+    /// other than `publish_at_once`'s: the room it counted is forgotten.
     #[inline(always)]
     pub(super) fn current<'a>(&self, order: &'a mut Order<T>) -> &'a mut Order<T> {
+        let order = self.current_counted(order);
+        order.forget_room();
+        order
+    }
+
+    /// [`current`](Self::current), keeping the room counted while the list is the same.
+    #[inline(always)]
+    fn current_counted<'a>(&self, order: &'a mut Order<T>) -> &'a mut Order<T> {
         let version = self.version.load(Acquire);
         if order.version != version {
             order.subscribers = self.subscribers.load_full();
             order.observers = self.observers.load_full();
             order.inline = self.inline.load_full();
             order.version = version;
+            order.forget_room();
         }
         order
     }

@@ -76,20 +76,19 @@ impl<T> Subscribers<T> {
 
 #[cfg(feature = "tokio")]
 impl<T: 'static> Subscribers<T> {
-    /// Whether a hand-out may have to wait at one of these mailboxes; `false` is sure. For
-    /// the topic's order lock's holder (see `Outbox::may_wait`).
-    ///
-    /// Plain loops, in line: as nested `any`s out of line it cost a 1 → 1 publish 36
-    /// instructions (BENCHMARKS.md, "The mailbox path's drift").
-    #[inline]
-    pub(super) fn may_wait(&self) -> bool {
+    /// How many more publishes can surely hand a message to every one of these mailboxes
+    /// without waiting (see `Outbox::room_now`); `usize::MAX` if none can make a publish
+    /// wait. For the topic's order lock's holder, who alone puts messages in.
+    pub(super) fn room(&self) -> usize {
+        let mut room = usize::MAX;
         for chunk in &self.chunks {
             for outbox in chunk.iter() {
-                if outbox.may_wait() {
-                    return true;
+                room = room.min(outbox.room_now());
+                if room == 0 {
+                    return 0;
                 }
             }
         }
-        false
+        room
     }
 }
