@@ -186,3 +186,55 @@ pub(crate) async fn before<F: Future>(deadline: Instant, wait: F) -> Option<F::O
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{mpsc, Arc};
+    use std::task::Wake;
+
+    use super::*;
+
+    /// Sends on its channel when woken, then panics if told to.
+    struct Signal {
+        woken: Mutex<mpsc::Sender<()>>,
+        panics: bool,
+    }
+
+    impl Wake for Signal {
+        fn wake(self: Arc<Self>) {
+            let _ = self.woken.lock().send(());
+            assert!(!self.panics, "a waker that panics (on purpose, in a test)");
+        }
+    }
+
+    /// Polls `sleep` once with a waker that tells `woken`; it must be pending.
+    fn poll_pending(sleep: &mut Sleep, panics: bool) -> mpsc::Receiver<()> {
+        let (tell, woken) = mpsc::channel();
+        let waker = Waker::from(Arc::new(Signal {
+            woken: Mutex::new(tell),
+            panics,
+        }));
+        let polled = Pin::new(sleep).poll(&mut Context::from_waker(&waker));
+        assert!(
+            polled.is_pending(),
+            "a sleep polled before its deadline is pending"
+        );
+        woken
+    }
+
+    #[test]
+    fn a_waker_that_panics_does_not_stop_the_ticker() {
+        const PATIENCE: Duration = Duration::from_secs(20);
+        let mut first = Sleep::after(Duration::from_millis(5));
+        let first_woken = poll_pending(&mut first, true);
+        first_woken
+            .recv_timeout(PATIENCE)
+            .expect("the first sleep is woken at its deadline");
+        // The ticker has met a panicking waker; a later sleep must still be woken.
+        let mut second = Sleep::after(Duration::from_millis(5));
+        let second_woken = poll_pending(&mut second, false);
+        second_woken
+            .recv_timeout(PATIENCE)
+            .expect("a sleep after a waker panicked is still woken");
+    }
+}
