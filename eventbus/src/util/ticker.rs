@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -124,8 +125,11 @@ impl Ticker {
             match started {
                 Ok(_) => state.running = true,
                 // No thread to be had: the sleep looks again at once, until its deadline,
-                // rather than never waking.
+                // rather than never waking. Its entry goes, or its next poll (the same
+                // waker) would find itself known and not be woken again.
                 Err(_) => {
+                    state.pending.remove(&key);
+                    *id = None;
                     drop(state);
                     waker.wake_by_ref();
                 }
@@ -151,7 +155,13 @@ impl Ticker {
             }
             if !due.is_empty() {
                 drop(state);
-                due.into_iter().for_each(Waker::wake);
+                // A waker is user code (an executor's): one that panics must not end the
+                // ticker, which every pending and later sleep counts on.
+                for waker in due {
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| waker.wake())) {
+                        crate::util::unwind::drop_quietly(panic);
+                    }
+                }
                 state = self.state.lock();
                 continue;
             }
