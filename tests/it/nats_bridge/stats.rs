@@ -134,3 +134,38 @@ async fn the_dashboard_shows_each_export_and_import_of_a_bridge() {
     drop(dashboard);
     bridge.close().await.unwrap();
 }
+
+/// A keyed import that waits because its partition count is unreadable says why on the
+/// dashboard's page (in Chromium), under its row: an operator looking at the page sees it.
+#[cfg(feature = "dashboard")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_why_a_keyed_import_waits() {
+    let server = Server::start();
+    let bus = bus();
+    let bridge = Bridge::connect(&bus, &server.url()).await.unwrap();
+    bridge.import_keyed::<OrderPlaced>("billing").await.unwrap();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let declaration = format!("eventbus-keyed.{}", Bridge::stream_name::<OrderPlaced>());
+    js.publish(declaration, "eight".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    eventually("the import says why it waits", &bridge, |s| {
+        s.imports[0].problem.is_some()
+    })
+    .await;
+    let dashboard = eventbus::dashboard::serve(&bus, "127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", dashboard.addr());
+    tokio::task::block_in_place(|| {
+        let driver = crate::dashboard::Driver::start();
+        driver.go(&url);
+        driver.wait_for("#bridges tbody tr[data-way=import] td.where", &["billing"]);
+        driver.wait_until("#bridges tbody tr.problem td", |texts| {
+            texts.len() == 1 && texts[0].starts_with("waiting: ") && texts[0].contains("eight")
+        });
+    });
+    drop(dashboard);
+    bridge.close().await.unwrap();
+}
