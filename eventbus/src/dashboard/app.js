@@ -180,6 +180,16 @@ function draw(state) {
     for (const i of b.imports) {
       link("import", i.topic, i.name,
         [i.received, i.imported, i.acked, i.held, i.redelivered, i.skipped], i.dead_lettered);
+      // Why an import waits (a keyed import whose partition count it cannot read), on a
+      // line of its own under its row, where an operator looking at the page sees it.
+      if (i.problem) {
+        const row = document.createElement("tr");
+        row.className = "problem";
+        row.dataset.way = "import";
+        row.dataset.topic = i.topic;
+        cell(row, "waiting: " + i.problem, "alert").colSpan = 12;
+        links.appendChild(row);
+      }
     }
   }
 

@@ -944,8 +944,8 @@ impl Bridge {
     /// Started before any keyed export of `T`, the member waits for the first one; but a
     /// topic whose stream exists without partitions was never exported keyed. If the count
     /// declared meanwhile cannot be read (another program wrote it), the member says why
-    /// it waits in [`ImportStats::problem`]
-    /// and starts once the declaration is put right.
+    /// it waits in [`ImportStats::problem`] (and on the live page, under its row, with
+    /// feature `dashboard`) and starts once the declaration is put right.
     ///
     /// # Errors
     ///
