@@ -476,8 +476,7 @@ fn sync_publish_on_a_current_thread_runtime_fills_every_slot_then_refuses() {
 /// patience's end.
 #[test]
 fn sync_publish_on_a_current_thread_runtime_counts_room_others_spent() {
-    let (done, finished) = crossbeam_channel::bounded(1);
-    let runner = std::thread::spawn(move || {
+    within_patience(|| {
         let runtime = current_thread();
         runtime.block_on(async {
             let bus = Bus::builder().build();
@@ -523,14 +522,7 @@ fn sync_publish_on_a_current_thread_runtime_counts_room_others_spent() {
             urgent.sort_unstable();
             assert_eq!(urgent, (0..12).collect::<Vec<_>>());
         });
-        let _ = done.send(());
     });
-    if let Err(crossbeam_channel::RecvTimeoutError::Timeout) = finished.recv_timeout(PATIENCE) {
-        panic!("a sync publish blocked the runtime's only thread");
-    }
-    if let Err(failed) = runner.join() {
-        std::panic::resume_unwind(failed);
-    }
 }
 
 /// On a multi-thread runtime's thread, a sync `publish` and `close` wait safely: the
