@@ -199,6 +199,10 @@ impl Options {
 
     /// The wait before the first retry; each later retry waits twice as long as the one
     /// before, up to 32 × this (see [`Options::retry_delay`]).
+    ///
+    /// The wait is real time for every kind of subscriber. An async subscriber's is kept by
+    /// eventbus's own clock, not the runtime's timer (so a runtime without `enable_time()`
+    /// will do): tokio's paused clock (`start_paused`, `time::advance`) does not shorten it.
     #[must_use = "an option setter returns the changed options"]
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.backoff = backoff;
