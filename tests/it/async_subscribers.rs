@@ -459,9 +459,7 @@ fn sync_publish_on_a_current_thread_runtime_fills_every_slot_then_refuses() {
             );
             // The tasks empty both mailboxes; then the room is counted again from scratch.
             bus.publish_async(A(refused)).await.unwrap();
-            while bus.stats().subscriptions.iter().any(|s| s.queued > 0) {
-                tokio::task::yield_now().await;
-            }
+            until_emptied(&bus).await;
         }
         bus.close_async().await;
         assert_eq!(seen.get(), (0..18).collect::<Vec<_>>());
@@ -512,9 +510,7 @@ fn sync_publish_on_a_current_thread_runtime_counts_room_others_spent() {
                 );
                 bus.publish_async(B(refused)).await.unwrap();
                 // The tasks empty the mailboxes; then the room is counted again.
-                while bus.stats().subscriptions.iter().any(|s| s.queued > 0) {
-                    tokio::task::yield_now().await;
-                }
+                until_emptied(&bus).await;
             }
             bus.close_async().await;
             assert_eq!(plain.get(), (0..18).collect::<Vec<_>>());
@@ -523,6 +519,13 @@ fn sync_publish_on_a_current_thread_runtime_counts_room_others_spent() {
             assert_eq!(urgent, (0..12).collect::<Vec<_>>());
         });
     });
+}
+
+/// Yields until the bus's tasks have taken every message out of their mailboxes.
+async fn until_emptied(bus: &Bus) {
+    while bus.stats().subscriptions.iter().any(|s| s.queued > 0) {
+        tokio::task::yield_now().await;
+    }
 }
 
 /// On a multi-thread runtime's thread, a sync `publish` and `close` wait safely: the
@@ -856,17 +859,7 @@ fn publish_async_waits_for_room_on_a_runtime_without_a_timer() {
     within_patience(|| {
         let runtime = without_a_timer();
         let bus = Bus::builder().build();
-        let (gate, started, seen) = (Latch::new(), Signal::new(), Seen::new());
-        {
-            let (gate, started, seen) = (gate.clone(), started.clone(), seen.clone());
-            bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
-                if m.0 == 0 {
-                    started.send(0);
-                    gate.wait();
-                }
-                seen.push(m.0);
-            });
-        }
+        let (gate, started, seen) = held_at_first(&bus);
         // Whatever happens below, the handler is let go, so the bus can close.
         let _open = OpenOnDrop(gate.clone());
         runtime.block_on(async {
@@ -899,16 +892,7 @@ fn publish_timeout_async_times_out_on_a_runtime_without_a_timer() {
     within_patience(|| {
         let runtime = without_a_timer();
         let bus = Bus::builder().build();
-        let (gate, started) = (Latch::new(), Signal::new());
-        {
-            let (gate, started) = (gate.clone(), started.clone());
-            bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
-                if m.0 == 0 {
-                    started.send(0);
-                    gate.wait();
-                }
-            });
-        }
+        let (gate, started, _) = held_at_first(&bus);
         let _open = OpenOnDrop(gate.clone());
         runtime.block_on(async {
             bus.publish_timeout_async(A(0), PATIENCE).await.unwrap();
@@ -966,6 +950,21 @@ fn async_retries_and_wait_idle_on_a_runtime_without_a_timer() {
         assert_eq!(attempts.load(SeqCst), 2);
         bus.close();
     });
+}
+
+/// A thread subscriber of `A` with one slot that holds message 0 in its handler until the
+/// gate opens, saying when it started to; what it handled, in order.
+fn held_at_first(bus: &Bus) -> (Latch, Signal, Seen<u64>) {
+    let (gate, started, seen) = (Latch::new(), Signal::new(), Seen::new());
+    let (held, start, record) = (gate.clone(), started.clone(), seen.clone());
+    bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
+        if m.0 == 0 {
+            start.send(0);
+            held.wait();
+        }
+        record.push(m.0);
+    });
+    (gate, started, seen)
 }
 
 /// Opens its latch when dropped: a failing test lets its handler go, so the bus can close.
