@@ -445,13 +445,15 @@ fn check(
                     0
                 }
             };
-            for l in 0..3 {
+            let lanes: BTreeSet<u64> = (from..total).map(lane).collect();
+            for l in lanes {
                 let Some(dropped) = (from..total).find(|s| lane(*s) == l && !seqs.contains(s))
                 else {
                     continue;
                 };
-                let later = seqs.iter().filter(|s| lane(**s) == l && **s > dropped);
-                let later: Vec<u64> = later.copied().collect();
+                let later: Vec<u64> = (dropped + 1..total)
+                    .filter(|s| lane(*s) == l && seqs.contains(s))
+                    .collect();
                 assert!(
                     later.len() <= in_hand(kind),
                     "{at}: {later:?} got in after {dropped} was dropped as the newest"
