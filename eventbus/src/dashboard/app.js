@@ -187,7 +187,8 @@ function draw(state) {
         row.className = "problem";
         row.dataset.way = "import";
         row.dataset.topic = i.topic;
-        cell(row, "waiting: " + i.problem, "alert").colSpan = 12;
+        const columns = document.querySelectorAll("#bridges thead th").length;
+        cell(row, "waiting: " + i.problem, "alert").colSpan = columns;
         links.appendChild(row);
       }
     }
