@@ -1,6 +1,8 @@
 //! `cargo bench -p eventbus --bench throughput`: the bus against the channels a Rust user
 //! would otherwise pick, in one process, alternating, several rounds; medians and ratios to a
-//! hand-made baseline measured in the same run.
+//! hand-made baseline measured in the same run. The contenders: the baseline, eventbus (a
+//! mailbox topic), `tokio::sync::broadcast`, the `bus` crate, `flume`, `std`'s `sync_channel`
+//! and an eventbus log topic (`#[topic(retain = 1024)]`, every subscriber `Block`).
 //!
 //! - `EVENTBUS_BENCH_MESSAGES` (default 1,000,000): messages per throughput scenario.
 //! - `EVENTBUS_BENCH_ROUNDS` (default 5): rounds per scenario; the median is reported.
@@ -37,6 +39,53 @@ struct Msg<const T: usize, const N: usize> {
     bytes: [u8; N],
 }
 
+/// The same on a log topic (issue 29, item 1), its ring as large as the others' mailboxes
+/// (`CAP`).
+#[derive(Topic, Clone)]
+#[topic(retain = 1024)]
+struct Logged<const T: usize, const N: usize> {
+    bytes: [u8; N],
+}
+
+/// Which kind of eventbus topic a run publishes to: a mailbox per subscriber (`Msg`) or one
+/// log its subscribers share (`Logged`, every subscriber `Block`, so nothing is lapped).
+trait Kind {
+    type Of<const T: usize, const N: usize>: Topic;
+    fn make<const T: usize, const N: usize>() -> Self::Of<T, N>;
+    fn bytes<const T: usize, const N: usize>(message: &Self::Of<T, N>) -> &[u8; N];
+    fn options() -> Options;
+}
+
+struct Mailboxes;
+
+impl Kind for Mailboxes {
+    type Of<const T: usize, const N: usize> = Msg<T, N>;
+    fn make<const T: usize, const N: usize>() -> Msg<T, N> {
+        Msg::new()
+    }
+    fn bytes<const T: usize, const N: usize>(message: &Msg<T, N>) -> &[u8; N] {
+        &message.bytes
+    }
+    fn options() -> Options {
+        Options::default().capacity(CAP)
+    }
+}
+
+struct Logs;
+
+impl Kind for Logs {
+    type Of<const T: usize, const N: usize> = Logged<T, N>;
+    fn make<const T: usize, const N: usize>() -> Logged<T, N> {
+        Logged { bytes: [7; N] }
+    }
+    fn bytes<const T: usize, const N: usize>(message: &Logged<T, N>) -> &[u8; N] {
+        &message.bytes
+    }
+    fn options() -> Options {
+        Options::default().capacity(CAP).overflow(Overflow::Block)
+    }
+}
+
 impl<const T: usize, const N: usize> Msg<T, N> {
     fn new() -> Self {
         Msg { bytes: [7; N] }
@@ -47,6 +96,7 @@ impl<const T: usize, const N: usize> Msg<T, N> {
 enum Contender {
     Baseline,
     Eventbus,
+    EventbusLog,
     TokioBroadcast,
     BusCrate,
     Flume,
@@ -55,13 +105,23 @@ enum Contender {
 
 use Contender::*;
 
-const ALL: [Contender; 6] = [Baseline, Eventbus, TokioBroadcast, BusCrate, Flume, StdSync];
+/// The first two are the quick run's (`EVENTBUS_BENCH_QUICK`).
+const ALL: [Contender; 7] = [
+    Baseline,
+    Eventbus,
+    TokioBroadcast,
+    BusCrate,
+    Flume,
+    StdSync,
+    EventbusLog,
+];
 
 impl Contender {
     fn name(self) -> &'static str {
         match self {
             Baseline => "baseline (Mutex + crossbeam)",
             Eventbus => "eventbus",
+            EventbusLog => "eventbus log topic",
             TokioBroadcast => "tokio::broadcast",
             BusCrate => "bus crate",
             Flume => "flume bounded",
@@ -146,10 +206,10 @@ fn split(messages: u64, publishers: u64, p: u64) -> u64 {
 
 // ---------------------------------------------------------------- eventbus
 
-fn run_eventbus<const N: usize>(shape: Shape) -> Run {
+fn run_eventbus<K: Kind, const N: usize>(shape: Shape) -> Run {
     let bus = Bus::builder().build();
     let (done_tx, done_rx) = bounded(shape.subscribers * shape.topics);
-    fn subscribe<const T: usize, const N: usize>(
+    fn subscribe<K: Kind, const T: usize, const N: usize>(
         bus: &Bus,
         n: usize,
         msgs: u64,
@@ -158,28 +218,25 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
         for _ in 0..n {
             let done = done.clone();
             let mut got = 0;
-            bus.subscribe::<Msg<T, N>>(
-                Options::default().capacity(CAP),
-                move |m: &Message<Msg<T, N>>| {
-                    if got == 0 {
-                        // The worker is the bus's own thread: pinned from inside, once.
-                        pin(Side::Subscriber);
-                    }
-                    std::hint::black_box(&m.bytes);
-                    got += 1;
-                    if got == msgs {
-                        done.send(0).unwrap();
-                    }
-                },
-            );
+            bus.subscribe::<K::Of<T, N>>(K::options(), move |m: &Message<K::Of<T, N>>| {
+                if got == 0 {
+                    // The worker is the bus's own thread: pinned from inside, once.
+                    pin(Side::Subscriber);
+                }
+                std::hint::black_box(K::bytes(m.payload()));
+                got += 1;
+                if got == msgs {
+                    done.send(0).unwrap();
+                }
+            });
         }
     }
     let per_topic = shape.messages;
-    subscribe::<0, N>(&bus, shape.subscribers, per_topic, &done_tx);
+    subscribe::<K, 0, N>(&bus, shape.subscribers, per_topic, &done_tx);
     if shape.topics > 1 {
-        subscribe::<1, N>(&bus, shape.subscribers, per_topic, &done_tx);
-        subscribe::<2, N>(&bus, shape.subscribers, per_topic, &done_tx);
-        subscribe::<3, N>(&bus, shape.subscribers, per_topic, &done_tx);
+        subscribe::<K, 1, N>(&bus, shape.subscribers, per_topic, &done_tx);
+        subscribe::<K, 2, N>(&bus, shape.subscribers, per_topic, &done_tx);
+        subscribe::<K, 3, N>(&bus, shape.subscribers, per_topic, &done_tx);
     }
     let start = Instant::now();
     thread::scope(|scope| {
@@ -192,15 +249,15 @@ fn run_eventbus<const N: usize>(shape: Shape) -> Run {
                     let count = shape.messages;
                     for _ in 0..count {
                         let _ = match p {
-                            0 => bus.publish(Msg::<0, N>::new()).map(|_| ()).map_err(|_| ()),
-                            1 => bus.publish(Msg::<1, N>::new()).map(|_| ()).map_err(|_| ()),
-                            2 => bus.publish(Msg::<2, N>::new()).map(|_| ()).map_err(|_| ()),
-                            _ => bus.publish(Msg::<3, N>::new()).map(|_| ()).map_err(|_| ()),
+                            0 => bus.publish(K::make::<0, N>()).map(|_| ()).map_err(|_| ()),
+                            1 => bus.publish(K::make::<1, N>()).map(|_| ()).map_err(|_| ()),
+                            2 => bus.publish(K::make::<2, N>()).map(|_| ()).map_err(|_| ()),
+                            _ => bus.publish(K::make::<3, N>()).map(|_| ()).map_err(|_| ()),
                         };
                     }
                 } else {
                     for _ in 0..split(shape.messages, shape.publishers, p) {
-                        bus.publish(Msg::<0, N>::new()).map_err(|_| ()).unwrap();
+                        bus.publish(K::make::<0, N>()).map_err(|_| ()).unwrap();
                     }
                 }
             });
@@ -448,7 +505,7 @@ fn run_fanout<T: Clone + Send + Sync + 'static>(
                     mpsc::sync_channel::<Arc<T>>(CAP)
                 })),
                 BusCrate => Box::new(bus_crate_topic::<T>(n, m, &done_tx)),
-                Eventbus | TokioBroadcast => unreachable!(),
+                Eventbus | EventbusLog | TokioBroadcast => unreachable!(),
             }
         })
         .collect();
@@ -480,7 +537,8 @@ fn run_fanout<T: Clone + Send + Sync + 'static>(
 
 fn run<const N: usize>(contender: Contender, shape: Shape) -> Run {
     match contender {
-        Eventbus => run_eventbus::<N>(shape),
+        Eventbus => run_eventbus::<Mailboxes, N>(shape),
+        EventbusLog => run_eventbus::<Logs, N>(shape),
         TokioBroadcast => run_tokio(shape, Msg::<0, N>::new),
         other => run_fanout(other, shape, Msg::<0, N>::new),
     }
@@ -545,6 +603,20 @@ fn scenario<const N: usize>(
             targets += &format!("; ≤ 2 × bus crate: {:.2}x", eventbus / bus);
         }
         println!("{targets}");
+    }
+    // Issue 29, item 1: a log topic ≤ 1.2 × the `bus` crate at 1 → 1 and with several
+    // publishers, ≤ 1.0 × at 4 and 16 subscribers.
+    let log = medians.iter().find(|(c, _)| *c == EventbusLog).map(|m| m.1);
+    if let (Some(log), Some(bus)) = (log, bus_crate) {
+        let most = if shape.subscribers >= 4 && shape.publishers == 1 {
+            1.0
+        } else {
+            1.2
+        };
+        println!(
+            "  target: log topic ≤ {most:.1} × bus crate (issue 29): {:.2}x",
+            log / bus
+        );
     }
     medians
 }
