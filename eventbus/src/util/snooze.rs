@@ -7,6 +7,12 @@ const SPINS: u32 = 6;
 /// How many times it then yields before it sleeps.
 const YIELDS: u32 = 3;
 
+/// The machine's cores (as the standard library counts them; 1 if it cannot tell), asked once.
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// A waiter's few turns before it sleeps (as crossbeam's `Backoff::snooze`): spins, then
 /// yields.
 #[derive(Default)]
