@@ -29,7 +29,10 @@
 //! capacity`, and `capacity <= retain`, so no slot at or past the worker's position is
 //! written, and the age trim stops at it too. The worker copies the handles of a block of
 //! messages (up to `BATCH`, all appended already) out of their slots at once (uncounted
-//! aliases: `Message::alias`) and lends them one by one.
+//! aliases: `Message::alias`) and lends them one by one. Once it has read everything, it
+//! pauses before it looks at the log again (`reader.rs`, `CAUGHT_UP_PAUSE`): its looks read
+//! the lines each append writes, and looking after every message made the publisher wait
+//! for those lines.
 //!
 //! Retiring or removing the subscription *unprotects* it, under the ring lock: it waits out
 //! a copy in progress (the cursor's `lend` state: the worker copies a block between `COPYING`
