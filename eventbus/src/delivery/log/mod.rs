@@ -174,9 +174,6 @@ pub(crate) struct Log<T> {
     publisher_waiting: crate::util::padded::Padded<AtomicBool>,
     /// While a publisher waits: the position at which the subscription it waits for wakes it.
     wake_at: AtomicU64,
-    /// How many of its readers lend (see `reader.rs`, `CAUGHT_UP_PAUSE`): written when one is
-    /// made or dropped.
-    lenders: std::sync::atomic::AtomicUsize,
     /// `publish_async` calls wait here for a `Block` subscription to move.
     #[cfg(feature = "tokio")]
     room: crate::util::wake::Wake,
@@ -266,7 +263,6 @@ impl<T: Send + Sync + 'static> Log<T> {
             oldest: AtomicU64::new(0),
             publisher_waiting: crate::util::padded::Padded(AtomicBool::new(false)),
             wake_at: AtomicU64::new(0),
-            lenders: std::sync::atomic::AtomicUsize::new(0),
             #[cfg(feature = "tokio")]
             room: crate::util::wake::Wake::default(),
             #[cfg(feature = "tokio")]

@@ -5,15 +5,20 @@
 use super::*;
 
 /// How many spin-loop hints a lending worker that has read everything waits before it looks
-/// at the log again, while the log's lending workers and its publisher have a core each
-/// (about 3.5 µs on the project's machine: the first message after it caught up waits that
-/// much longer). Each look reads the lines every append writes (the tail, the next slots) and
+/// at the log again, while the process's lending workers ([`LENDERS`]) and a publisher have a
+/// core each (about 3.5 µs on the project's machine: the first message after it caught up
+/// waits that much longer). Each look reads the lines every append writes (the tail, the next slots) and
 /// pulls them away from the publisher, which then waits to get them back: a worker that
 /// looked again after a hint or two, as a snooze does, made the publisher spend most of a
 /// 1 → 1 append waiting (BENCHMARKS.md, "A log topic's 1 → 1 line: the worker's looks").
 /// With more workers than that, it yields instead: spinning would take a core another of
 /// them, or the publisher, needs.
 const CAUGHT_UP_PAUSE: u32 = 256;
+
+/// How many lending workers the process has, over every log: written when a lending reader
+/// is made or dropped. Counted across logs, since the cores are: four topics with a worker
+/// each spin on two cores as surely as one topic with four.
+static LENDERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The bus's handle on a log subscription: retiring it, and reading where it stands.
 struct Retirer<T> {
@@ -69,7 +74,7 @@ impl<T: Send + Sync + 'static> Retire for Retirer<T> {
 impl<T> Drop for Reader<T> {
     fn drop(&mut self) {
         if self.cursor.lends {
-            self.log.lenders.fetch_sub(1, Relaxed);
+            LENDERS.fetch_sub(1, Relaxed);
         }
         #[cfg(feature = "tokio")]
         if self.by_task {
@@ -202,7 +207,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         lent_to: AtomicU64::new(NONE),
     });
     if cursor.lends {
-        log.lenders.fetch_add(1, Relaxed);
+        LENDERS.fetch_add(1, Relaxed);
     }
     let retirer = Retirer {
         log: Arc::clone(log),
@@ -562,7 +567,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// (a lending reader's wait); false once retired and read up to the end, or stopped.
     fn wait_for_more(&mut self, read: u64) -> bool {
         // Lets a few appends land before it looks again (see `CAUGHT_UP_PAUSE`).
-        if self.log.lenders.load(Relaxed) < crate::util::snooze::cores() {
+        if LENDERS.load(Relaxed) < crate::util::snooze::cores() {
             for _ in 0..CAUGHT_UP_PAUSE {
                 std::hint::spin_loop();
             }
