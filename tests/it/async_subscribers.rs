@@ -344,17 +344,7 @@ fn an_async_handler_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
 fn publish_async_cancelled_while_waiting_publishes_nothing() {
     let runtime = multi_thread();
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
-    let release = Latch::new();
-    let started = Signal::new();
-    let seen = Seen::new();
-    let (gate, signal, record) = (release.clone(), started.clone(), seen.clone());
-    bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
-        if m.0 == 0 {
-            signal.send(0);
-            gate.wait();
-        }
-        record.push(m.0);
-    });
+    let (release, started, seen) = held_at_first(&bus);
     let other = Seen::new();
     let record = other.clone();
     bus.subscribe::<A>(Options::default(), move |m: &Message<A>| record.push(m.0));
@@ -798,17 +788,7 @@ fn unsubscribing_a_block_async_reader_that_is_behind_delivers_what_it_had_queued
 fn publish_timeout_async_hands_the_message_back_when_room_does_not_come() {
     let runtime = multi_thread();
     let bus = Bus::builder().runtime(runtime.handle().clone()).build();
-    let (gate, started, seen) = (Latch::new(), Signal::new(), Seen::new());
-    {
-        let (gate, started, seen) = (gate.clone(), started.clone(), seen.clone());
-        bus.subscribe::<A>(Options::default().capacity(1), move |m: &Message<A>| {
-            if m.0 == 0 {
-                started.send(0);
-                gate.wait();
-            }
-            seen.push(m.0);
-        });
-    }
+    let (gate, started, seen) = held_at_first(&bus);
     runtime.block_on(async {
         bus.publish_async(A(0)).await.unwrap();
         assert_eq!(started.next(), 0);
