@@ -938,7 +938,8 @@ impl Bridge {
     /// its unacknowledged message (one per partition) is sent again after the ack wait
     /// (5 s), before the partition's later ones. An import is acked once the member's bus
     /// accepted the message, as for [`import`](Bridge::import); the hand-over waits for the
-    /// subscribers to handle it (at most half a lease). (See the
+    /// subscribers to handle it (at most half a lease), but what a crashed member's bus had
+    /// accepted and not yet handled is lost with it, as any mailbox is in a crash. (See the
     /// [wire format](crate::wire_format#keyed-topics) for the registries and consumers.)
     ///
     /// Started before any keyed export of `T`, the member waits for the first one; but a
