@@ -705,11 +705,11 @@ async fn a_shop_and_two_keyed_warehouses_keep_each_customers_order() {
     assert_eq!(confirmed as u64, n, "{shop}");
 }
 
-/// Runs the `nats_shop` example as three processes, the shop first (its orders wait in the
-/// stream, so each warehouse's idle clock, started when it is ready, begins with orders to
-/// take), then two warehouses stopping after `idle` seconds without an order, all with
-/// `args`: their outputs (shop, east, west), or a failure with all three and the server's
-/// consumers.
+/// Runs the `nats_shop` example as three processes, the shop first, then, once its `n`
+/// orders wait in the stream (so each warehouse's idle clock, started when it is ready,
+/// begins with orders to take, however slowly the shop started), two warehouses stopping
+/// after `idle` seconds without an order, all with `args`: their outputs (shop, east,
+/// west), or a failure with all three and the server's consumers.
 async fn shop_and_two_warehouses(
     server: &Server,
     n: u64,
@@ -731,6 +731,7 @@ async fn shop_and_two_warehouses(
             .unwrap()
     };
     let shop = run("shop", None);
+    stream_holds(server, "eventbus_shop_orders_placed", n).await;
     let (east, west) = (run("warehouse", Some(idle)), run("warehouse", Some(idle)));
     let outputs = tokio::task::spawn_blocking(move || {
         [
@@ -749,6 +750,26 @@ async fn shop_and_two_warehouses(
         panic!("{}\n{}", said.join("\n"), consumers(&server.url()).await);
     }
     outputs.map(Result::unwrap)
+}
+
+/// Returns once `stream` holds `n` messages, looking every 20 ms (another process fills
+/// it), or after [`PATIENCE`]: the caller's own checks then say what went wrong.
+async fn stream_holds(server: &Server, stream: &str, n: u64) {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if let Ok(mut stream) = js.get_stream(stream).await {
+            if stream
+                .info()
+                .await
+                .is_ok_and(|info| info.state.messages >= n)
+            {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The orders a warehouse's output says it reserved, in the order it reserved them.

@@ -22,15 +22,23 @@ struct Order {
 
 const PARTITIONS: u32 = 8;
 const CUSTOMERS: u64 = 24;
-/// Short leases, so the test's hand-overs and looks are quick.
+/// Short leases, so that a crashed member's lapse and the looks are quick.
 const LEASE: Duration = Duration::from_secs(2);
+/// The lease where no member crashes: a stall of a second or two on a loaded machine must
+/// not make a live member's lease lapse (hand-overs there come with nudges, not lapses).
+const STEADY: Duration = Duration::from_secs(10);
 
 /// One handling: which member handled which customer's message `n`.
 type Handled = (usize, u32, u64);
 
 /// A member: a bus recording what it handles (as `member`) and its bridge importing
-/// `Order` keyed as "billing".
-async fn member(server: &Server, member: usize, tx: &mpsc::UnboundedSender<Handled>) -> Bridge {
+/// `Order` keyed as "billing" with `lease` (the registry keeps the first member's).
+async fn member(
+    server: &Server,
+    member: usize,
+    tx: &mpsc::UnboundedSender<Handled>,
+    lease: Duration,
+) -> Bridge {
     let bus = bus();
     let tx = tx.clone();
     bus.subscribe_async::<Order, _, _, _>(
@@ -42,7 +50,7 @@ async fn member(server: &Server, member: usize, tx: &mpsc::UnboundedSender<Handl
     );
     let bridge = Bridge::connect(&bus, &server.url()).await.unwrap();
     bridge
-        .import_keyed_with::<Order>("billing", ImportOptions::new().lease(LEASE))
+        .import_keyed_with::<Order>("billing", ImportOptions::new().lease(lease))
         .await
         .unwrap();
     bridge
@@ -231,7 +239,10 @@ async fn two_members_share_the_partitions_each_key_once_and_in_order() {
     let server = Server::start();
     let (shop, exporter) = shop(&server).await;
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (a, b) = (member(&server, 0, &tx).await, member(&server, 1, &tx).await);
+    let (a, b) = (
+        member(&server, 0, &tx, STEADY).await,
+        member(&server, 1, &tx, STEADY).await,
+    );
     owned_by(&server, &[a.id(), b.id()]).await;
 
     let count = 1_000;
@@ -256,11 +267,11 @@ async fn members_joining_and_leaving_mid_stream_keep_each_keys_order() {
     let (tx, mut rx) = mpsc::unbounded_channel();
 
     // The first member alone takes every partition.
-    let first = member(&server, 0, &tx).await;
+    let first = member(&server, 0, &tx, STEADY).await;
     owned_by(&server, &[first.id()]).await;
     publish(&shop, 0..400).await;
     // A second joins while the first is still at work: half the partitions move.
-    let second = member(&server, 1, &tx).await;
+    let second = member(&server, 1, &tx, STEADY).await;
     owned_by(&server, &[first.id(), second.id()]).await;
     publish(&shop, 400..800).await;
     // The first leaves while messages flow: its partitions go to the second.
@@ -305,13 +316,14 @@ async fn a_hand_over_waits_for_the_old_owners_backlog_to_be_handled() {
     let server = Server::start();
     let (shop, exporter) = shop(&server).await;
     let (tx, mut rx) = mpsc::unbounded_channel();
-    // A lease long enough for the fence (half of it) to outlast the backlog: 240 orders
-    // of 10 ms.
-    let (work, lease) = (Duration::from_millis(10), Duration::from_secs(6));
+    // A lease long enough for the fence (half of it, at most the ack wait: 5 s) to outlast
+    // the backlog, 240 orders of 5 ms, four times over, on a loaded machine too; and a
+    // backlog long enough that a hand-over without the fence would start inside it.
+    let (work, lease) = (Duration::from_millis(5), STEADY);
     let first = slow_member(&server, 0, &tx, work, lease).await;
     owned_by(&server, &[first.id()]).await;
     publish(&shop, 0..240).await;
-    // The first is at work, with most of the 240 still to handle (about 2.4 s of work).
+    // The first is at work, with most of the 240 still to handle (about 1.2 s of work).
     let mut seen = handled(&mut rx, 1).await;
     let second = slow_member(&server, 1, &tx, work, lease).await;
     owned_by(&server, &[first.id(), second.id()]).await;
@@ -439,7 +451,7 @@ async fn a_member_that_crashes_hands_its_partitions_over_at_least_once_in_key_or
         })
         .await
         .unwrap();
-    let staying = member(&server, 1, &tx).await;
+    let staying = member(&server, 1, &tx, LEASE).await;
     owned_by(&server, &[lost.id(), staying.id()]).await;
 
     let count = 1_000;
@@ -584,7 +596,7 @@ async fn a_partition_count_that_cannot_be_read_is_a_clear_error() {
 async fn a_keyed_import_says_why_it_waits_when_the_partition_count_becomes_unreadable() {
     let server = Server::start();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let importer = member(&server, 0, &tx).await;
+    let importer = member(&server, 0, &tx, LEASE).await;
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
     let declaration = format!("eventbus-keyed.{}", Bridge::stream_name::<Order>());
