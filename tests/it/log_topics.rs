@@ -21,6 +21,10 @@ struct Short(u64);
 struct Aged(#[allow(dead_code)] u64);
 
 #[derive(Topic, Debug)]
+#[topic(retain = 100, retain_for = "150ms")]
+struct Fleeting(#[allow(dead_code)] u64);
+
+#[derive(Topic, Debug)]
 struct Plain;
 
 /// How many messages the concurrent tests publish; `EVENTBUS_TEST_ITERATIONS` lowers it.
@@ -162,6 +166,35 @@ fn since_starts_with_the_first_message_that_recent() {
         return;
     }
     panic!("in 20 rounds, never subscribed within {RECENT:?} of a publish");
+}
+
+#[test]
+fn retain_for_trims_what_is_older_and_keeps_what_is_not() {
+    const AGE: Duration = Duration::from_millis(150);
+    // The ages are wall time: a round in which this thread was kept off the core for longer
+    // than `AGE`, between the second batch and the subscribe, proves nothing and is run
+    // again rather than failed. The first batch's age is waited for: it is what is tested.
+    for _round in 0..20 {
+        let bus = Bus::builder().build();
+        for i in 0..3 {
+            bus.publish(Fleeting(i)).unwrap();
+        }
+        std::thread::sleep(2 * AGE);
+        let second_batch = std::time::Instant::now();
+        for i in 3..6 {
+            bus.publish(Fleeting(i)).unwrap();
+        }
+        let (_earliest, earliest) =
+            collect::<Fleeting>(&bus, Options::default().start(Start::Earliest));
+        if second_batch.elapsed() >= AGE {
+            bus.close();
+            continue;
+        }
+        bus.close();
+        assert_eq!(earliest.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
+        return;
+    }
+    panic!("in 20 rounds, never subscribed within {AGE:?} of a publish");
 }
 
 #[test]
