@@ -134,67 +134,58 @@ fn earliest_gets_only_what_the_log_kept() {
     assert_eq!(subscription.stats().dropped, 0);
 }
 
-#[test]
-fn since_starts_with_the_first_message_that_recent() {
-    const RECENT: Duration = Duration::from_millis(150);
-    // The ages are wall time: a round in which this thread was kept off the core for longer
-    // than `RECENT`, between the second batch and the subscribe, proves nothing and is run
-    // again rather than failed.
+/// Publishes messages 0, 1 and 2, waits twice `age`, publishes 3, 4 and 5, and calls
+/// `then` on the bus; returns the bus and what `then` returned from a round in which `then`
+/// finished within `age` of the second batch. The ages are wall time: a round in which this
+/// thread was kept off the core for longer proves nothing and is run again rather than
+/// failed. The first batch's age is waited for: it is what the callers test.
+fn two_batches_apart<T: Topic + std::fmt::Debug, R>(
+    age: Duration,
+    message: fn(u64) -> T,
+    then: impl Fn(&Bus) -> R,
+) -> (Bus, R) {
     for _round in 0..20 {
         let bus = Bus::builder().build();
         for i in 0..3 {
-            bus.publish(Aged(i)).unwrap();
+            bus.publish(message(i)).unwrap();
         }
-        std::thread::sleep(2 * RECENT);
+        std::thread::sleep(2 * age);
         let second_batch = std::time::Instant::now();
         for i in 3..6 {
-            bus.publish(Aged(i)).unwrap();
+            bus.publish(message(i)).unwrap();
         }
-        let (_recent, recent) =
-            collect::<Aged>(&bus, Options::default().start(Start::Since(RECENT)));
-        if second_batch.elapsed() >= RECENT {
-            bus.close();
-            continue;
+        let got = then(&bus);
+        if second_batch.elapsed() < age {
+            return (bus, got);
         }
-        let (_all, all) = collect::<Aged>(
-            &bus,
-            Options::default().start(Start::Since(Duration::from_secs(60))),
-        );
         bus.close();
-        assert_eq!(recent.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
-        assert_eq!(all.try_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
-        return;
     }
-    panic!("in 20 rounds, never subscribed within {RECENT:?} of a publish");
+    panic!("in 20 rounds, never subscribed within {age:?} of a publish");
+}
+
+#[test]
+fn since_starts_with_the_first_message_that_recent() {
+    const RECENT: Duration = Duration::from_millis(150);
+    let (bus, (_recent, recent)) = two_batches_apart(RECENT, Aged, |bus| {
+        collect::<Aged>(bus, Options::default().start(Start::Since(RECENT)))
+    });
+    let (_all, all) = collect::<Aged>(
+        &bus,
+        Options::default().start(Start::Since(Duration::from_secs(60))),
+    );
+    bus.close();
+    assert_eq!(recent.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
+    assert_eq!(all.try_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
 }
 
 #[test]
 fn retain_for_trims_what_is_older_and_keeps_what_is_not() {
     const AGE: Duration = Duration::from_millis(150);
-    // The ages are wall time: a round in which this thread was kept off the core for longer
-    // than `AGE`, between the second batch and the subscribe, proves nothing and is run
-    // again rather than failed. The first batch's age is waited for: it is what is tested.
-    for _round in 0..20 {
-        let bus = Bus::builder().build();
-        for i in 0..3 {
-            bus.publish(Fleeting(i)).unwrap();
-        }
-        std::thread::sleep(2 * AGE);
-        let second_batch = std::time::Instant::now();
-        for i in 3..6 {
-            bus.publish(Fleeting(i)).unwrap();
-        }
-        let (_earliest, earliest) =
-            collect::<Fleeting>(&bus, Options::default().start(Start::Earliest));
-        if second_batch.elapsed() >= AGE {
-            bus.close();
-            continue;
-        }
-        bus.close();
-        assert_eq!(earliest.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
-        return;
-    }
-    panic!("in 20 rounds, never subscribed within {AGE:?} of a publish");
+    let (bus, (_earliest, earliest)) = two_batches_apart(AGE, Fleeting, |bus| {
+        collect::<Fleeting>(bus, Options::default().start(Start::Earliest))
+    });
+    bus.close();
+    assert_eq!(earliest.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
 }
 
 #[test]
