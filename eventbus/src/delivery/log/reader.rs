@@ -7,10 +7,11 @@ use super::*;
 /// How many spin-loop hints a lending worker that has read everything waits before it looks
 /// at the log again, while the process's lending workers ([`LENDERS`]) and a publisher have a
 /// core each (about 3.5 µs on the project's machine: the first message after it caught up
-/// waits that much longer). Each look reads the lines every append writes (the tail, the next slots) and
-/// pulls them away from the publisher, which then waits to get them back: a worker that
-/// looked again after a hint or two, as a snooze does, made the publisher spend most of a
-/// 1 → 1 append waiting (BENCHMARKS.md, "A log topic's 1 → 1 line: the worker's looks").
+/// waits that much longer). Each look reads the lines every append writes (the tail, the
+/// next slots) and pulls them away from the publisher, which then waits to get them back: a
+/// worker that looked again after a hint or two, as a snooze does, made the publisher spend
+/// most of a 1 → 1 append waiting (BENCHMARKS.md, "A log topic's 1 → 1 line: the worker's
+/// looks").
 /// With more workers than that, it yields instead: spinning would take a core another of
 /// them, or the publisher, needs.
 const CAUGHT_UP_PAUSE: u32 = 256;
