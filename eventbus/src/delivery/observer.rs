@@ -284,7 +284,7 @@ impl Entered<'_> {
             serializable: T::__serializable,
         };
         let any = AnyMessage::new(message, recorded);
-        let wrapped = match shared(Envelope::new(seq, name, any), 1).next() {
+        let wrapped = match shared(seq, name, Envelope::new(any), 1).next() {
             Some(one) => Message::new(one),
             None => unreachable!("`shared` hands out the count asked for"),
         };

@@ -2,6 +2,7 @@
 //! topic's order.
 
 pub(crate) mod cause;
+pub(crate) mod log_block;
 #[cfg(feature = "nats")]
 pub(crate) mod origin;
 pub(crate) mod shared;
@@ -42,10 +43,9 @@ pub struct Message<T> {
     shared: Shared<Envelope<T>>,
 }
 
-/// What a publish allocates once and every subscriber shares.
+/// What a publish allocates once and every subscriber shares (its seq and topic are in its
+/// block's header: see `shared.rs`).
 pub(crate) struct Envelope<T> {
-    seq: u64,
-    topic: &'static str,
     /// The span current where it was published (feature `tracing`; else nothing).
     cause: Cause,
     /// Published by a NATS importer (feature `nats`; see `origin.rs`).
@@ -56,10 +56,8 @@ pub(crate) struct Envelope<T> {
 
 impl<T> Envelope<T> {
     /// Made where the message is published: it keeps the span current there.
-    pub(crate) fn new(seq: u64, topic: &'static str, payload: T) -> Self {
+    pub(crate) fn new(payload: T) -> Self {
         Envelope {
-            seq,
-            topic,
             cause: Cause::current(),
             #[cfg(feature = "nats")]
             imported: origin::importing(),
@@ -83,7 +81,7 @@ impl<T> Message<T> {
     /// became a message of the bus: feature `nats`; and unit tests).
     #[cfg(any(feature = "nats", test))]
     pub(crate) fn alone(seq: u64, topic: &'static str, payload: T) -> Self {
-        match crate::message::shared::shared(Envelope::new(seq, topic, payload), 1).next() {
+        match crate::message::shared::shared(seq, topic, Envelope::new(payload), 1).next() {
             Some(shared) => Message { shared },
             None => unreachable!("`shared` hands out at least one reference"),
         }
@@ -92,12 +90,12 @@ impl<T> Message<T> {
     /// The message's number in its topic: from 0, one more for each publish, no gaps, no
     /// repeats.
     pub fn seq(&self) -> u64 {
-        self.shared.seq
+        self.shared.seq()
     }
 
     /// The name of the message's topic.
     pub fn topic(&self) -> &'static str {
-        self.shared.topic
+        self.shared.topic()
     }
 
     /// The published value (also reachable through `Deref`).
@@ -130,17 +128,11 @@ impl<T> Message<T> {
         }
     }
 
-    /// Another handle on the message that is not counted: never dropped, so it lets go of
-    /// nothing (see `Shared::alias`).
-    ///
-    /// # Safety
-    ///
-    /// The caller uses the handle only while the message is kept by a counted reference
-    /// that it does not use meanwhile to let go of the message.
-    pub(crate) unsafe fn alias(&self) -> ManuallyDrop<Message<T>> {
-        // SAFETY: the caller's promise.
+    /// A message of a log's block, as a handle that is not counted: never dropped, so it
+    /// lets go of nothing (see `log_block.rs`).
+    pub(crate) fn uncounted(shared: ManuallyDrop<Shared<Envelope<T>>>) -> ManuallyDrop<Self> {
         ManuallyDrop::new(Message {
-            shared: unsafe { self.shared.alias() },
+            shared: ManuallyDrop::into_inner(shared),
         })
     }
 }

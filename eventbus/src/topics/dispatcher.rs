@@ -75,8 +75,9 @@ use crate::topics::subscribers::Subscribers;
 
 /// What a dispatcher topic's queue holds.
 pub(crate) enum Queued<T> {
-    /// A message as its publisher made it: the hand-out makes its references at once.
-    Made(Envelope<T>),
+    /// A message as its publisher made it, with its seq and topic: the hand-out makes its
+    /// references at once.
+    Made(u64, &'static str, Envelope<T>),
     /// A message the topic's inline subscribers have seen and accepted (and may keep a clone
     /// of): the hand-out shares it.
     Seen(Message<T>),
@@ -86,10 +87,15 @@ impl<T> Queued<T> {
     /// The message, for an abandoned one's dead letters.
     fn into_message(self) -> Message<T> {
         match self {
-            Queued::Made(envelope) => match shared::shared(envelope, 1).map(Message::new).next() {
-                Some(message) => message,
-                None => unreachable!("`shared` hands out at least one reference"),
-            },
+            Queued::Made(seq, topic, envelope) => {
+                match shared::shared(seq, topic, envelope, 1)
+                    .map(Message::new)
+                    .next()
+                {
+                    Some(message) => message,
+                    None => unreachable!("`shared` hands out at least one reference"),
+                }
+            }
             Queued::Seen(message) => message,
         }
     }
@@ -97,7 +103,7 @@ impl<T> Queued<T> {
     /// The payload of a message the queue refused, for its publisher.
     fn into_payload(self) -> T {
         match self {
-            Queued::Made(envelope) => envelope.into_payload(),
+            Queued::Made(_, _, envelope) => envelope.into_payload(),
             Queued::Seen(_) => {
                 unreachable!("an accepted message is queued where room was found for it")
             }
@@ -360,7 +366,7 @@ impl<T: Topic> TopicState<T> {
             return self.enqueue_seen(queue, sender, &inline, payload, wait, lifecycle, leads_back);
         }
         let seq = self.numbering.next();
-        let mut envelope = Queued::Made(Envelope::new(seq, self.name, payload));
+        let mut envelope = Queued::Made(seq, self.name, Envelope::new(payload));
         // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
         queue.pending.fetch_add(1, SeqCst);
         let sent = loop {
@@ -422,7 +428,7 @@ impl<T: Topic> TopicState<T> {
             }
         }
         let seq = self.numbering.next();
-        let Some(lent) = shared::shared(Envelope::new(seq, self.name, payload), 1)
+        let Some(lent) = shared::shared(seq, self.name, Envelope::new(payload), 1)
             .map(Message::new)
             .next()
         else {
@@ -467,8 +473,11 @@ impl<T: Topic> TopicState<T> {
         let stop = lifecycle.stop_signal();
         let entered = std::iter::empty();
         match queued {
-            Queued::Made(envelope) => {
-                let references = order.pool.shared(envelope, count).map(Message::new);
+            Queued::Made(seq, topic, envelope) => {
+                let references = order
+                    .pool
+                    .shared(seq, topic, envelope, count)
+                    .map(Message::new);
                 self.deliver(subscribers, observers, references, entered, None, stop);
             }
             Queued::Seen(message) => {

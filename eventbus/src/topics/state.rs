@@ -531,7 +531,7 @@ impl<T: Topic> TopicState<T> {
         // handler keeps of it, the others are handed out as they were made.
         let count = 1 + subscribers.len() + usize::from(!observers.is_empty());
         let mut references = pool
-            .shared(Envelope::new(seq, self.name, payload), count)
+            .shared(seq, self.name, Envelope::new(payload), count)
             .map(Message::new);
         let Some(lent) = references.next() else {
             unreachable!("`shared` hands out at least one reference")
@@ -636,7 +636,7 @@ impl<T: Topic> TopicState<T> {
         // share.
         let count = subscribers.len() + usize::from(!observers.is_empty());
         let references = pool
-            .shared(Envelope::new(seq, self.name, payload), count)
+            .shared(seq, self.name, Envelope::new(payload), count)
             .map(Message::new);
         self.deliver(subscribers, observers, references, entered, publisher, stop);
         seq

@@ -265,6 +265,7 @@ fn abandon<T>(core: &SubscriptionCore, message: Message<T>, why: &'static str) {
 
 /// A message whose attempt succeeded (its reference, or a lent one). Counted only once the
 /// worker has let go of it (see `lifecycle.rs`).
+#[inline(always)]
 fn delivered<M>(core: &SubscriptionCore, message: M) {
     drop(message);
     Counters::bump(&core.counters.delivered);

@@ -7,29 +7,35 @@
 //!
 //! # The ring, and what each side writes
 //!
-//! The ring holds `(published at, Message<T>)`, one shared reference per message, in
-//! `retain` rounded up to a power of two slots (`slots.rs`): seq `s` in slot `s % slots`.
-//! Publishers append under the topic's order lock, so one at a time, and under the ring
-//! lock; each append trims the front to `retain` messages (taking seq `s - retain` out of
-//! its slot before it puts `s` in its own, which is the same slot when `retain` is a power
-//! of two) and, with `retain_for`, drops what is older, but never past a `Block`
-//! subscription's position. A worker takes references out (a batch for `Block`, one at a
-//! time for `DropOldest`, so a stalled `DropOldest` subscription holds nothing beyond the log
-//! but the message in its handler), and after each message is finished moves its position
-//! on. A worker that finds its next seq trimmed (lapped) counts the gap as dropped and reads
-//! on from the oldest kept.
+//! The ring holds the messages themselves, in blocks of up to 64 cells (`slots.rs`,
+//! `message/log_block.rs`): a cell is the payload, its place in the block and when it was
+//! appended; the seq and topic are the block's. A `Message<T>` of a log topic points at its
+//! cell, and a reference to it counts on its block. Publishers append under the topic's
+//! order lock, so one at a time, and under the ring lock; each append trims the front to
+//! `retain` messages (seq `s - retain` before it writes `s`) and, with `retain_for`, drops
+//! what is older, but never past a `Block` subscription's position. A trimmed payload is
+//! dropped once no reference holds its block but the log's (else when the last one goes),
+//! and a block trimmed whole is let go of. A worker takes references out (a batch for
+//! `Block`, one at a time for `DropOldest`, so a stalled `DropOldest` subscription holds
+//! nothing beyond the log but the block of the message in its handler), and after each
+//! message is finished moves its position on. A worker that finds its next seq trimmed
+//! (lapped) counts the gap as dropped and reads on from the oldest kept.
+//!
+//! A message an inline subscriber kept a reference to while its publish ran (it was made
+//! in a block of its own for them) cannot move into its cell: the cell is marked out of
+//! line and the ring keeps the message beside it (`Ring::out_of_line`).
 //!
 //! # Lending
 //!
 //! The thread worker of a `Block` subscription takes no reference and no lock per message:
-//! its handler reads the message in its slot. An atomic increment and decrement per delivery
+//! its handler reads the message in its cell. An atomic increment and decrement per delivery
 //! on a line every subscriber writes, and the ring lock held while cloning a batch, were most
 //! of a log delivery's cost (BENCHMARKS.md). While the subscription is *protected* (open, and
 //! among the ring's cursors) this is sound: a publish of seq `s` waits while `s - position >=
-//! capacity`, and `capacity <= retain`, so no slot at or past the worker's position is
-//! written, and the age trim stops at it too. The worker copies the handles of a block of
-//! messages (up to `BATCH`, all appended already) out of their slots at once (uncounted
-//! aliases: `Message::alias`) and lends them one by one. Once it has read everything, it
+//! capacity`, and `capacity <= retain`, so no trim reaches the worker's position, and the
+//! age trim stops at it too. The worker makes handles on a run of messages (up to `BATCH`,
+//! all appended already) at once (uncounted: `Message::uncounted`, pointing at their cells)
+//! and lends them one by one. Once it has read everything, it
 //! pauses before it looks at the log again (`reader.rs`, `CAUGHT_UP_PAUSE`): its looks read
 //! the lines each append writes, and looking after every message made the publisher wait
 //! for those lines.
@@ -37,9 +43,8 @@
 //! Retiring or removing the subscription *unprotects* it, under the ring lock: it waits out
 //! a copy in progress (the cursor's `lend` state: the worker copies a block between `COPYING`
 //! and `IDLE`; a few instructions a message), and if the worker holds a block of copies
-//! (`lent..lent_to`), keeps a counted reference to each of those messages still in its slot
-//! in the ring (`held`) until the worker lets go of the block, since their slots may now be
-//! written. After that the worker takes references under the ring lock, as `DropOldest`
+//! (`lent..lent_to`), keeps a counted reference to each of those messages still kept in
+//! the ring (`held`) until the worker lets go of the block, since they may now be trimmed. After that the worker takes references under the ring lock, as `DropOldest`
 //! ones do, and may be lapped.
 //!
 //! # The seam
@@ -100,6 +105,7 @@ use crate::delivery::core::{Retire, SubscriptionCore};
 use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::log::slots::Slots;
 use crate::error::Rejection;
+use crate::message::log_block::LogBlock;
 use crate::message::shared::Pool;
 use crate::message::Message;
 use crate::message::{Envelope, Taken};
@@ -110,6 +116,7 @@ use crate::options::Start;
 use crate::stats::{Counters, LogView};
 use crate::trace;
 use crate::util::snooze::Snooze;
+use crate::util::unwind::drop_quietly;
 
 /// A cursor's `end` while it is not retired.
 const OPEN: u64 = u64::MAX;
@@ -159,7 +166,7 @@ pub(crate) struct Log<T> {
     topic: &'static str,
     retention: Retention,
     /// The messages kept: seqs `oldest..tail`. Written under the ring lock.
-    slots: Slots<(Instant, Message<T>)>,
+    slots: Slots<Envelope<T>>,
     ring: Mutex<Ring<T>>,
     /// Workers that have read everything wait here for an append or their retire.
     arrived: Condvar,
@@ -187,8 +194,89 @@ pub(crate) struct Log<T> {
     task_readers: std::sync::atomic::AtomicUsize,
 }
 
+/// What trims let go of, dropped once the ring lock is (user code: the payloads' `Drop`).
+/// An append trims one message, and one in 64 lets go of a block: those stay out of the
+/// heap; an age trim or a late one's catching up may let go of more.
+struct Trims<T> {
+    value: Option<Envelope<T>>,
+    block: Option<LogBlock<Envelope<T>>>,
+    rest: Option<Box<Rest<T>>>,
+}
+
+struct Rest<T> {
+    values: Vec<Envelope<T>>,
+    blocks: Vec<LogBlock<Envelope<T>>>,
+    messages: Vec<Message<T>>,
+}
+
+impl<T> Trims<T> {
+    fn new() -> Self {
+        Trims {
+            value: None,
+            block: None,
+            rest: None,
+        }
+    }
+
+    fn rest(&mut self) -> &mut Rest<T> {
+        self.rest.get_or_insert_with(|| {
+            Box::new(Rest {
+                values: Vec::new(),
+                blocks: Vec::new(),
+                messages: Vec::new(),
+            })
+        })
+    }
+
+    #[inline(always)]
+    fn keep_value(&mut self, value: Envelope<T>) {
+        match self.value {
+            None => self.value = Some(value),
+            Some(_) => self.rest().values.push(value),
+        }
+    }
+
+    #[inline(always)]
+    fn keep_block(&mut self, block: LogBlock<Envelope<T>>) {
+        match self.block {
+            None => self.block = Some(block),
+            Some(_) => self.rest().blocks.push(block),
+        }
+    }
+}
+
+impl<T> Trims<T> {
+    /// Drops what was trimmed, with no lock held: a panic in a payload's `Drop` stops at it.
+    #[inline(always)]
+    fn let_go(self) {
+        let Trims { value, block, rest } = self;
+        if let Some(value) = value {
+            if std::mem::needs_drop::<Envelope<T>>() {
+                drop_quietly(value);
+            }
+        }
+        // A block's release drops the values left in it quietly itself.
+        drop(block);
+        if let Some(rest) = rest {
+            // One at a time: a second panic while a collection unwinds from the first would
+            // abort. (Blocks and messages drop their values quietly themselves.)
+            let Rest {
+                values,
+                blocks,
+                messages,
+            } = *rest;
+            values.into_iter().for_each(|value| {
+                drop_quietly(value);
+            });
+            drop((blocks, messages));
+        }
+    }
+}
+
 struct Ring<T> {
     cursors: Vec<Arc<Cursor>>,
+    /// Messages kept beside the ring, their cells out of line (see `log_block.rs`), by seq.
+    out_of_line: VecDeque<(u64, Message<T>)>,
     /// References to messages whose handles unprotected lending workers still hold, by
     /// subscription (see the module docs: lending).
     held: Vec<(u64, Message<T>)>,
@@ -229,7 +317,7 @@ pub(crate) struct Cursor {
     /// once for the group, and here as another worker's (see `Reader::fill`). Set before
     /// it joins.
     laps_elsewhere: AtomicBool,
-    /// Whether its worker reads messages in their slots (a thread worker, `Block`).
+    /// Whether its worker reads messages in their cells (a thread worker, `Block`).
     lends: bool,
     /// `IDLE`, `COPYING` or `UNPROTECTED` (see the module docs).
     lend: AtomicU8,
@@ -249,9 +337,10 @@ impl<T: Send + Sync + 'static> Log<T> {
         Log {
             topic,
             retention,
-            slots: Slots::new(retention.messages),
+            slots: Slots::new(retention.messages, topic),
             ring: Mutex::new(Ring {
                 cursors: Vec::new(),
+                out_of_line: VecDeque::new(),
                 held: Vec::new(),
                 saved: Vec::new(),
                 limit: u64::MAX,
@@ -302,7 +391,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             match self.wait_for_room(&mut ring, seq, wait) {
                 Ok(()) => {}
                 Err(NoRoom::Stopped) if room_by.is_none() => {
-                    // Appended anyway (accepted, then abandoned with the rest), into a slot a
+                    // Appended anyway (accepted, then abandoned with the rest), trimming what a
                     // `Block` worker may be at: from here on no worker reads in place, and the
                     // message a worker holds is kept (see the module docs: lending).
                     for cursor in ring.cursors.clone() {
@@ -312,48 +401,56 @@ impl<T: Send + Sync + 'static> Log<T> {
                 Err(why) => return Err((payload, why)),
             }
         }
-        let message = match pool
-            .shared(Envelope::new(seq, self.topic, payload), 1)
-            .next()
-        {
-            Some(reference) => Message::new(reference),
-            None => unreachable!("`shared` hands out at least one reference"),
-        };
-        // The inline handlers, with the ring let go of (so that readers keep reading): the
-        // room found stays, since only this publisher, under the order lock, appends.
-        if let Some((inline, at)) = inline {
-            let said = MutexGuard::unlocked(&mut ring, || inline::run(inline, &message, at));
-            if let Said::Rejected(rejection) = said {
-                drop(ring);
-                return match message.try_into_payload() {
-                    Ok(payload) => Err((payload, NoRoom::Rejected(rejection))),
-                    Err(kept) => inline::kept(&rejection, kept),
+        // With inline handlers, the message is made in a block of its own for them to see
+        // (and perhaps keep), with the ring let go of (so that readers keep reading): the
+        // room found stays, since only this publisher, under the order lock, appends. Its
+        // value moves into its cell unless a handler kept a reference (see `log_block.rs`).
+        let (value, kept) = match inline {
+            None => (Some(Envelope::new(payload)), None),
+            Some((inline, at)) => {
+                let message = match pool
+                    .shared(seq, self.topic, Envelope::new(payload), 1)
+                    .next()
+                {
+                    Some(reference) => Message::new(reference),
+                    None => unreachable!("`shared` hands out at least one reference"),
                 };
+                let said = MutexGuard::unlocked(&mut ring, || inline::run(inline, &message, at));
+                if let Said::Rejected(rejection) = said {
+                    drop(ring);
+                    return match message.try_into_payload() {
+                        Ok(payload) => Err((payload, NoRoom::Rejected(rejection))),
+                        Err(kept) => inline::kept(&rejection, kept),
+                    };
+                }
+                match message.into_shared().try_unwrap() {
+                    Ok(envelope) => (Some(envelope), None),
+                    Err(kept) => (None, Some(Message::new(kept))),
+                }
             }
-        }
-        // Another share of it, for the topic's observers.
-        let shared = share.then(|| message.clone());
-        let now = Instant::now();
-        // A full ring trims one message per append, `retain` before this one, held on the
-        // stack, so that the append allocates nothing but the message. `trimmed` allocates
-        // only for an age trim.
-        let mut trimmed = None;
-        let retain = self.retention.messages as u64;
-        // SAFETY (both): under the ring lock; no lending worker reads these slots. One holds
-        // seq `seq - retain` or nothing, the other `seq - slots` (at most `seq - retain`,
-        // so trimmed) or nothing: both behind every protected position (see the module docs).
-        let lapped = match seq.checked_sub(retain) {
-            Some(lapped) => unsafe { self.slots.replace(lapped, None) },
-            None => None,
         };
-        let before = unsafe { self.slots.replace(seq, Some((now, message))) };
-        debug_assert!(before.is_none(), "a slot's last message was trimmed before");
+        let now = Instant::now();
+        // A full ring trims one message per append, `retain` before this one; what it lets go
+        // of is dropped once the ring lock is (user code: the payloads' `Drop`).
+        let mut trims = Trims::new();
+        let retain = self.retention.messages as u64;
         let oldest = self.oldest.load(Relaxed);
+        if let Some(lapped) = seq.checked_sub(retain).filter(|&lapped| lapped >= oldest) {
+            self.trim_front(&mut ring, lapped, &mut trims);
+        }
+        // SAFETY: under the ring lock; `seq` is the next, and the trim above took out every
+        // seq `retain` or more before it (see `slots.rs`).
+        unsafe { self.slots.append(seq, value, now) };
+        if let Some(kept) = kept {
+            ring.out_of_line.push_back((seq, kept));
+        }
         self.tail.store(seq + 1, Release);
+        // Another share of it, for the topic's observers.
+        let shared = share.then(|| self.counted(&ring, seq)).flatten();
         self.oldest
             .store(oldest.max((seq + 1).saturating_sub(retain)), Release);
         if self.retention.max_age.is_some() {
-            self.trim_expired(&mut ring, now, trimmed.get_or_insert_with(Vec::new));
+            self.trim_expired(&mut ring, now, &mut trims);
         }
         if ring.sleepers > 0 {
             self.arrived.notify_all();
@@ -364,14 +461,41 @@ impl<T: Send + Sync + 'static> Log<T> {
         if self.task_readers.load(Relaxed) > 0 {
             self.arrived_tasks.notify_now();
         }
-        // User code (the payloads' `Drop`), run with the ring lock let go. The trimmed
-        // message is usually the ring's alone: its block comes straight back to the pool.
-        if let Some((_, lapped)) = lapped {
-            pool.take_back(lapped.into_shared());
-        }
-        drop(before);
-        drop(trimmed);
+        trims.let_go();
         Ok(shared)
+    }
+
+    /// Trims `seq`, the oldest kept, into `trims`. Under the ring lock.
+    #[inline(always)]
+    fn trim_front(&self, ring: &mut Ring<T>, seq: u64, trims: &mut Trims<T>) {
+        // SAFETY: under the ring lock; `seq` is the oldest kept, behind every protected
+        // position (see the module docs), so no handle on it is used after.
+        if let Some(block) = unsafe { self.slots.trim(seq, &mut |value| trims.keep_value(value)) } {
+            trims.keep_block(block);
+        }
+        if ring.out_of_line.front().is_some_and(|(of, _)| *of == seq) {
+            if let Some((_, message)) = ring.out_of_line.pop_front() {
+                trims.rest().messages.push(message);
+            }
+        }
+    }
+
+    /// A counted reference to message `seq`, if it is kept (appended, not trimmed). Under
+    /// the ring lock.
+    fn counted(&self, ring: &Ring<T>, seq: u64) -> Option<Message<T>> {
+        if seq < self.oldest.load(Relaxed) || seq >= self.tail.load(Relaxed) {
+            return None;
+        }
+        // SAFETY: under the ring lock, which every write takes, and kept; the alias is used
+        // only to make the counted reference.
+        match unsafe { self.slots.message(seq) } {
+            Some(alias) => Some(Message::clone(&Message::uncounted(alias))),
+            None => ring
+                .out_of_line
+                .iter()
+                .find(|(of, _)| *of == seq)
+                .map(|(_, message)| message.clone()),
+        }
     }
 
     #[cold]
@@ -447,19 +571,14 @@ impl<T: Send + Sync + 'static> Log<T> {
 
     /// With `retain_for`: drops from the front what is older, but never what a `Block`
     /// subscription has yet to finish.
-    fn trim_expired(
-        &self,
-        ring: &mut Ring<T>,
-        now: Instant,
-        trimmed: &mut Vec<(Instant, Message<T>)>,
-    ) {
+    fn trim_expired(&self, ring: &mut Ring<T>, now: Instant, trims: &mut Trims<T>) {
         let Some(cutoff) = self.retention.max_age.and_then(|age| now.checked_sub(age)) else {
             return;
         };
         let tail = self.tail.load(Relaxed);
-        // SAFETY (both reads): under the ring lock, which every write takes.
+        // SAFETY: under the ring lock, which every write takes; only kept seqs are asked.
         let expired = |seq: u64| {
-            seq < tail && unsafe { self.slots.get(seq) }.is_some_and(|(at, _)| *at < cutoff)
+            seq < tail && unsafe { self.slots.appended_at(seq) }.is_some_and(|at| at < cutoff)
         };
         let mut oldest = self.oldest.load(Relaxed);
         if !expired(oldest) {
@@ -473,8 +592,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             .min()
             .unwrap_or(u64::MAX);
         while oldest < keep_from && expired(oldest) {
-            // SAFETY: under the ring lock; the slot is behind every protected position.
-            trimmed.extend(unsafe { self.slots.replace(oldest, None) });
+            self.trim_front(ring, oldest, trims);
             oldest += 1;
         }
         self.oldest.store(oldest, Release);
@@ -489,10 +607,10 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// message may fall between them).
     pub(crate) fn join_all(&self, cursors: &[Arc<Cursor>], start: Start) {
         let now = Instant::now();
-        let mut trimmed = Vec::new();
+        let mut trims = Trims::new();
         // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
         let mut ring = self.ring.lock();
-        self.trim_expired(&mut ring, now, &mut trimmed);
+        self.trim_expired(&mut ring, now, &mut trims);
         let tail = self.tail.load(Relaxed);
         let oldest = self.oldest.load(Relaxed);
         let at = match start {
@@ -503,7 +621,9 @@ impl<T: Send + Sync + 'static> Log<T> {
                 None => oldest,
                 // SAFETY: under the ring lock, which every write takes.
                 Some(from) => (oldest..tail)
-                    .find(|&seq| unsafe { self.slots.get(seq) }.is_some_and(|(at, _)| *at >= from))
+                    .find(|&seq| {
+                        unsafe { self.slots.appended_at(seq) }.is_some_and(|at| at >= from)
+                    })
                     .unwrap_or(tail),
             },
         };
@@ -517,7 +637,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             ring.cursors.push(Arc::clone(cursor));
         }
         drop(ring);
-        drop(trimmed);
+        trims.let_go();
     }
 
     /// Takes a subscription's cursor out: publishes no longer wait for it.
@@ -543,9 +663,8 @@ impl<T: Send + Sync + 'static> Log<T> {
             cursor.end.store(self.tail.load(Relaxed), Release);
         }
         let (read, end) = (cursor.read.load(Acquire), cursor.end.load(Relaxed));
-        // SAFETY: under the ring lock, which every write takes.
         let unread = (read..end)
-            .filter_map(|seq| unsafe { self.slots.get(seq) }.map(|(_, m)| m.clone()))
+            .filter_map(|seq| self.counted(ring, seq))
             .collect();
         ring.saved.push((cursor.node.id, unread));
         cursor.saved.store(true, Release);
@@ -561,7 +680,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         self.advanced.notify_all();
     }
 
-    /// From here on `cursor`'s worker reads no slot without the ring lock, and the message
+    /// From here on `cursor`'s worker reads no cell without the ring lock, and the message
     /// whose handle it holds, if any, is kept in `held` (see the module docs: lending).
     /// Called under the ring lock.
     fn unprotect(&self, ring: &mut Ring<T>, cursor: &Cursor) {
@@ -587,16 +706,11 @@ impl<T: Send + Sync + 'static> Log<T> {
             return;
         }
         let lent_to = cursor.lent_to.load(SeqCst);
+        // The worker's unfinished copies (at or past its position) are still kept: until now
+        // it was protected. Its finished ones may have been trimmed; it reads them no more.
         for seq in lent..lent_to {
-            // SAFETY: under the ring lock, which every write takes.
-            if let Some((_, message)) = unsafe { self.slots.get(seq) } {
-                // The worker's unfinished copies (at or past its position) are still in their
-                // slots: until now it was protected. Its finished ones may have been trimmed,
-                // their slots holding a later message or none; the seq tells, since keeping
-                // the wrong message would leave one lent unkept.
-                if message.seq() == seq {
-                    ring.held.push((cursor.node.id, message.clone()));
-                }
+            if let Some(message) = self.counted(ring, seq) {
+                ring.held.push((cursor.node.id, message));
             }
         }
     }

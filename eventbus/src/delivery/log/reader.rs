@@ -138,7 +138,7 @@ pub(crate) struct Reader<T> {
     core: Arc<SubscriptionCore>,
     /// References taken out of the ring, not yet handed to the handler.
     batch: VecDeque<Message<T>>,
-    /// The handles of a block of messages, seqs `lent_from..`, copied out of their slots to be
+    /// Handles on a run of messages, seqs `lent_from..`, made from their cells to be
     /// lent to the handler one by one (see the module docs: lending). Never dropped: they are
     /// not counted. Cleared (its room kept) when the block is let go of.
     lent: Vec<ManuallyDrop<Message<T>>>,
@@ -284,7 +284,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
     }
 
     /// The next message, waiting for one; `None` once retired and everything before the
-    /// retire has been read. Asking for the next finishes the one before. Lent in its slot
+    /// retire has been read. Asking for the next finishes the one before. Lent in its cell
     /// where the subscription lends (a thread worker's, `Block`, still protected: see the
     /// module docs).
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
@@ -341,8 +341,8 @@ impl<T: Send + Sync + 'static> Reader<T> {
         }
     }
 
-    /// Copies the handles of messages `from..to` out of their slots into `lent`, if the
-    /// subscription is protected, stopping at the first slot that does not hold its message;
+    /// Makes handles on messages `from..to` in their cells into `lent`, if the subscription
+    /// is protected, stopping at the first that is not in its cell (kept out of line);
     /// whether it copied any (see the module docs: lending).
     fn copy_block(&mut self, from: u64, to: u64) -> bool {
         let lend = &self.cursor.lend;
@@ -356,24 +356,34 @@ impl<T: Send + Sync + 'static> Reader<T> {
         self.cursor.lent.store(from, Relaxed);
         self.lent_from = from;
         self.lent_next = 0;
-        // The slots of `from..to` in `from`'s chunk (a block never crosses a chunk's end: the
-        // next copy starts at the next chunk).
-        let run = self.log.slots.run(from, (to - from) as usize);
-        for (seq, slot) in (from..to).zip(run) {
-            // SAFETY: protected (the exchange above, which `unprotect` waits out), so no
-            // thread writes this slot: `seq` is at or past the position, and below the tail.
-            let Some((_, message)) = (unsafe { slot.get() }) else {
+        let slots = &self.log.slots;
+        // A start the trim had passed already (a `Seq` start): lapped, which is counted under
+        // the ring lock. Past the oldest kept, no trim passes the position (see the module
+        // docs), so `from..to` stays kept.
+        let mut seq = match from < self.log.oldest.load(Acquire) {
+            true => to,
+            false => from,
+        };
+        'blocks: while seq < to {
+            // SAFETY (all): protected (the exchange above, which `unprotect` waits out), so no
+            // trim reaches `seq..to`: at or past the position, and below the tail read with
+            // acquire. Each block is looked up once for its run of cells.
+            let Some((block, first)) = (unsafe { slots.block(seq) }) else {
                 break;
             };
-            if message.seq() != seq {
-                break;
+            let end = to.min(block.base() + u64::from(block.cells()));
+            for index in first..first + (end - seq) as u32 {
+                if unsafe { block.is_out_of_line(index) } {
+                    break 'blocks;
+                }
+                // SAFETY: the block keeps the message while protected (no trim passes the
+                // position, and the copy is not used after that: `lent_next` has passed it),
+                // and `held` keeps it after an `unprotect`, which reads `lent..lent_to` (all
+                // of this run) once this copy is done; the copy is never dropped.
+                self.lent
+                    .push(Message::uncounted(unsafe { block.alias(index) }));
             }
-            // SAFETY: the ring's reference keeps the message while protected (its slot is not
-            // written until the position passes it, and the copy is not used after that:
-            // `lent_next` has passed it), and `held` keeps it after an `unprotect`, which
-            // reads `lent..lent_to` (all of this block) once this copy is done; the copy is
-            // never dropped.
-            self.lent.push(unsafe { message.alias() });
+            seq = end;
         }
         let copied = self.lent_from + self.lent.len() as u64;
         match self.lent.is_empty() {
@@ -637,12 +647,12 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 return true;
             }
         }
-        self.fill()
+        self.fill(ring)
     }
 
     /// Takes references out of the ring into `batch`, counting a lap as dropped; whether it
     /// took any. Under the ring lock.
-    fn fill(&mut self) -> bool {
+    fn fill(&mut self, ring: &Ring<T>) -> bool {
         let upto = self.readable_to();
         let oldest = self.log.oldest.load(Relaxed);
         let mut read = self.cursor.read.load(Relaxed);
@@ -678,11 +688,9 @@ impl<T: Send + Sync + 'static> Reader<T> {
             self.cursor.read.store(read, Release);
             return false;
         }
-        // SAFETY: under the ring lock, which every write takes.
-        let slots = &self.log.slots;
-        self.batch.extend(
-            (read..read + n).filter_map(|seq| unsafe { slots.get(seq) }.map(|(_, m)| m.clone())),
-        );
+        let log = &self.log;
+        self.batch
+            .extend((read..read + n).filter_map(|seq| log.counted(ring, seq)));
         self.cursor.read.store(read + n, Release);
         n > 0
     }
@@ -750,7 +758,7 @@ mod tests {
         assert_eq!(lent_text(&mut reader), Some((true, "m0".into())));
         assert_eq!(reader.lent.len(), 3, "one block of the three there");
         // Leaves while holding the block: the ring keeps those three, and the publisher
-        // no longer waits for it, so the next appends lap their slots (and free the ring's
+        // no longer waits for it, so the next appends trim them (and let go of the ring's
         // own references) while the worker still lends from the block.
         log.remove(1);
         for seq in 3..12 {

@@ -7,8 +7,8 @@
 //!
 //! The position moves past a message as it is handed out, not when its handler finishes: as
 //! with a shared mailbox, `capacity` counts what waits for the group, and what is in the
-//! workers' handlers is theirs (references of their own: nothing is lent in its slot, so the
-//! ring may write the slot meanwhile).
+//! workers' handlers is theirs (references of their own: nothing is lent in its cell, so the
+//! ring may trim it meanwhile).
 //!
 //! A worker that finds nothing waits with the lock let go of, on the log's own wake-ups (an
 //! append or a retire tells `arrived` sleepers, and `arrived_tasks` for task workers), then

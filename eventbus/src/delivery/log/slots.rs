@@ -1,259 +1,520 @@
-//! A log's storage (`delivery/log/`): one slot per seq, modulo a power of two at least the log's
-//! capacity, so that a worker can read a message in place with no lock held, and finding a
-//! seq's slot is a mask, not a division.
+//! A log's ring: its messages in blocks of cells (`message/log_block.rs`), seq `s` in cell
+//! `s % cells` of the block for `s / cells`, found in a table of blocks by `(s / cells) %
+//! entries`. The table has room for `retain` messages and the block being filled, so the
+//! block a new one replaces in the table has been trimmed whole and let go of. It is made
+//! in groups of entries as the log fills: a log of 2³² messages costs a table of groups
+//! (one entry per [`GROUP`] blocks) until its messages come.
 //!
-//! Slots come in chunks made on first use, and chunks in groups made on first use, so a log
-//! that keeps a million messages (or four billion) costs memory only as it fills, and a slot
-//! never moves once made. Every write happens under the log's ring lock. A read happens
-//! under that lock too, or, for a `Block` subscription's worker, without it, under the rule
-//! `delivery/log/` keeps: a slot is not written while such a worker may read it (its seq is at or
-//! past the worker's position, which the publisher never laps).
+//! The log writes (appends, trims) under its ring lock; a reader lending in place finds
+//! blocks and cells without it, for seqs below the tail it read (with acquire: the append
+//! stored its block in the table and wrote its cell before it moved the tail, with release)
+//! and at or past its protected position, which no trim passes (see `mod.rs`).
 
-use std::cell::UnsafeCell;
+use std::mem::ManuallyDrop;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::OnceLock;
+use std::time::Instant;
 
-/// Slots per chunk (a power of two).
-const CHUNK: usize = 1024;
+use crate::message::log_block::{LogBlock, CELLS};
+use crate::message::shared::{Header, Shared};
 
-/// Chunks per group (a power of two).
-const GROUP: usize = 1024;
+/// Entries in a group of the table: a million messages' blocks, 128 KiB.
+const GROUP: usize = 1 << 14;
 
-pub(crate) struct Slots<E> {
-    /// The number of slots, less one: a power of two, less one.
-    mask: u64,
-    groups: Box<[OnceLock<Group<E>>]>,
+/// A group of entries: the blocks kept (null where none is).
+type Group = Box<[AtomicPtr<Header>]>;
+
+pub(crate) struct Slots<V> {
+    /// The groups of entries, each made on first use.
+    groups: Box<[OnceLock<Group>]>,
+    /// Cells per block, a power of two: `1 << shift`.
+    shift: u32,
+    /// Entries in all, less one (a power of two less one).
+    mask: usize,
+    topic: &'static str,
+    _owns: std::marker::PhantomData<LogBlock<V>>,
 }
 
-/// Up to [`GROUP`] chunks, each made on first use.
-type Group<E> = Box<[OnceLock<Chunk<E>>]>;
-
-/// Up to [`CHUNK`] slots, made at once.
-type Chunk<E> = Box<[Slot<E>]>;
-
-pub(crate) struct Slot<E>(UnsafeCell<Option<E>>);
-
-impl<E> Slot<E> {
-    /// What the slot holds, if anything.
-    ///
-    /// # Safety
-    ///
-    /// No thread writes the slot while the returned reference lives.
-    #[inline]
-    pub(crate) unsafe fn get(&self) -> Option<&E> {
-        // SAFETY: the caller's promise: the slot is not written while this is read.
-        unsafe { (*self.0.get()).as_ref() }
-    }
-}
-
-// SAFETY: a `Slots<E>` hands out `&E` to several threads (`E: Sync`) and moves `E`s in and
-// out on whichever thread holds the ring lock (`E: Send`). Its methods that touch a slot are
-// `unsafe`, and their callers keep the rule that makes it free of data races: no slot is
-// written while another thread reads or writes it.
-unsafe impl<E: Send + Sync> Sync for Slots<E> {}
-
-impl<E> Slots<E> {
-    /// Room for `capacity` entries (at least one), rounded up to a power of two: seqs `s`
-    /// and `s + capacity` share a slot only when `capacity` is a power of two, so a log takes
-    /// the message it trims out of its slot before it puts the newest in its own. Only the
-    /// table of groups is allocated yet (one entry per million slots).
-    pub(crate) fn new(capacity: usize) -> Self {
-        let slots = capacity.max(1).next_power_of_two();
+impl<V> Slots<V> {
+    /// Room for `retain` messages (at least one) of `topic`. Blocks have `retain` rounded up
+    /// to a power of two cells, at most [`CELLS`]; none is made until it is appended to.
+    pub(crate) fn new(retain: usize, topic: &'static str) -> Self {
+        let cells = retain.max(1).next_power_of_two().min(CELLS as usize);
+        let entries = (retain.max(1).div_ceil(cells) + 1).next_power_of_two();
         Slots {
-            mask: slots as u64 - 1,
-            groups: (0..slots.div_ceil(CHUNK * GROUP))
+            groups: (0..entries.div_ceil(GROUP))
                 .map(|_| OnceLock::new())
                 .collect(),
+            shift: cells.trailing_zeros(),
+            mask: entries - 1,
+            topic,
+            _owns: std::marker::PhantomData,
         }
     }
 
-    /// How many slots there are: a power of two.
-    pub(crate) fn len(&self) -> u64 {
-        self.mask + 1
+    #[inline(always)]
+    fn cells(&self) -> u64 {
+        1 << self.shift
     }
 
-    /// Seq's group, its chunk in the group, and its slot in the chunk.
-    fn place(&self, seq: u64) -> (usize, usize, usize) {
-        let at = (seq & self.mask) as usize;
-        (at / (CHUNK * GROUP), at / CHUNK % GROUP, at % CHUNK)
+    /// Seq's group and entry in it, and its cell in the block.
+    #[inline(always)]
+    fn place(&self, seq: u64) -> (usize, usize, u32) {
+        let entry = (seq >> self.shift) as usize & self.mask;
+        (
+            entry / GROUP,
+            entry % GROUP,
+            (seq & (self.cells() - 1)) as u32,
+        )
     }
 
-    /// Puts `entry` in `seq`'s slot (which also holds `seq ± len()`); what was there.
-    ///
-    /// # Safety
-    ///
-    /// No other thread reads or writes the slot meanwhile.
-    #[inline]
-    pub(crate) unsafe fn replace(&self, seq: u64, entry: Option<E>) -> Option<E> {
-        let (group, chunk, at) = self.place(seq);
-        let slot = match self.groups[group]
-            .get()
-            .and_then(|chunks| chunks[chunk].get())
-        {
-            Some(chunk) => &chunk[at],
+    /// Seq's entry, if its group is made, and its cell in the block.
+    #[inline(always)]
+    fn entry(&self, seq: u64) -> Option<(&AtomicPtr<Header>, u32)> {
+        let (group, entry, index) = self.place(seq);
+        // SAFETY: `place` masks to the entries there are: its group is in the table, and the
+        // entry in the group (a group is as long as `GROUP`, or all the entries there are).
+        let group = unsafe { self.groups.get_unchecked(group) }.get()?;
+        Some((unsafe { group.get_unchecked(entry) }, index))
+    }
+
+    /// Seq's entry, its group made if need be, and its cell in the block.
+    #[inline(always)]
+    fn entry_or_make(&self, seq: u64) -> (&AtomicPtr<Header>, u32) {
+        match self.entry(seq) {
+            Some(found) => found,
             None => self.make(seq),
-        };
-        // SAFETY: the caller's promise: this thread alone has the slot now.
-        unsafe { std::mem::replace(&mut *slot.0.get(), entry) }
+        }
     }
 
-    /// Makes `seq`'s chunk, and its group if need be: once per chunk, out of the way of the
-    /// appends that find theirs made.
+    /// Makes `seq`'s group: once per group, out of the way of the appends that find theirs.
     #[cold]
     #[inline(never)]
-    fn make(&self, seq: u64) -> &Slot<E> {
-        let (group, chunk, at) = self.place(seq);
-        let slots = self.len() as usize;
-        let chunks = self.groups[group].get_or_init(|| {
-            (0..GROUP.min(slots.div_ceil(CHUNK)))
-                .map(|_| OnceLock::new())
-                .collect()
-        });
-        let chunk = chunks[chunk].get_or_init(|| {
-            (0..CHUNK.min(slots))
-                .map(|_| Slot(UnsafeCell::new(None)))
-                .collect()
-        });
-        &chunk[at]
+    fn make(&self, seq: u64) -> (&AtomicPtr<Header>, u32) {
+        let (group, entry, index) = self.place(seq);
+        let len = GROUP.min(self.mask + 1);
+        let group = self.groups[group]
+            .get_or_init(|| (0..len).map(|_| AtomicPtr::new(ptr::null_mut())).collect());
+        (&group[entry], index)
     }
 
-    /// The slots of `seq` and of the seqs after it, up to `n` of them and no further than its
-    /// chunk's end: a block read looks up its chunk once. Empty if the chunk is not made.
-    /// Reading a slot is `Slot::get`, under `get`'s rule.
-    #[inline]
-    pub(crate) fn run(&self, seq: u64, n: usize) -> &[Slot<E>] {
-        let (group, chunk, at) = self.place(seq);
-        match self.groups[group]
-            .get()
-            .and_then(|chunks| chunks[chunk].get())
-        {
-            Some(chunk) => &chunk[at..chunk.len().min(at.saturating_add(n))],
-            None => &[],
-        }
-    }
-
-    /// What `seq`'s slot holds (an entry of `seq`, or of `seq ± len()`), if anything.
+    /// The block `seq` is in, as a handle that lets go of nothing, and its cell there; `None`
+    /// if that block is not kept (not made yet, or trimmed whole).
     ///
     /// # Safety
     ///
-    /// No thread writes the slot while the returned reference lives.
+    /// The caller holds the ring lock, or reads a seq below a tail it read with acquire and
+    /// at or past its protected position; it does not use the handle after the block may be
+    /// let go of (see the module docs).
     #[inline]
-    pub(crate) unsafe fn get(&self, seq: u64) -> Option<&E> {
-        let (group, chunk, at) = self.place(seq);
-        let chunk = self.groups[group].get()?[chunk].get()?;
-        // SAFETY: the caller's promise: the slot is not written while this is read.
-        unsafe { (*chunk[at].0.get()).as_ref() }
+    pub(crate) unsafe fn block(&self, seq: u64) -> Option<(ManuallyDrop<LogBlock<V>>, u32)> {
+        let (entry, index) = self.entry(seq)?;
+        let raw = entry.load(Acquire);
+        if raw.is_null() {
+            return None;
+        }
+        // SAFETY: the table holds `into_raw` pointers of blocks the log keeps; the handle is
+        // never dropped, so it lets go of nothing.
+        let block = ManuallyDrop::new(unsafe { LogBlock::from_raw(raw) });
+        (block.base() == seq - u64::from(index)).then_some((block, index))
+    }
+
+    /// Appends `value` as `seq`, at `at`; out of line if `None` (see `log_block.rs`).
+    ///
+    /// # Safety
+    ///
+    /// Under the ring lock; `seq` is the log's next, and every seq a table's length of blocks
+    /// before it was trimmed.
+    #[inline(always)]
+    pub(crate) unsafe fn append(&self, seq: u64, value: Option<V>, at: Instant) {
+        let (entry, index) = self.entry_or_make(seq);
+        let raw = match index {
+            0 => {
+                let raw = LogBlock::<V>::new(seq, self.topic, self.cells() as u32, at).into_raw();
+                let before = entry.swap(raw, Release);
+                debug_assert!(before.is_null(), "the block before was trimmed whole");
+                raw
+            }
+            // Under the ring lock, the table's last write was this thread's.
+            _ => entry.load(Relaxed),
+        };
+        // SAFETY: under the ring lock; the block for `seq` is in the table (made above, or at
+        // its first cell), and the cell is not appended yet. The handle lets go of nothing.
+        unsafe {
+            let block = ManuallyDrop::new(LogBlock::<V>::from_raw(raw));
+            debug_assert_eq!(block.base(), seq - u64::from(index));
+            match value {
+                Some(value) => block.append(index, value, at),
+                None => block.append_out_of_line(index, at),
+            }
+        }
+    }
+
+    /// Trims `seq`, the log's oldest: the values no reference can reach go to `keep`, and
+    /// the log's reference to the block, if this was its last cell, is returned; both to be
+    /// let go of once the ring lock is.
+    ///
+    /// # Safety
+    ///
+    /// Under the ring lock; `seq` was appended and not trimmed, every seq before it was, and
+    /// no uncounted handle on it is used after (see the module docs).
+    #[inline(always)]
+    pub(crate) unsafe fn trim(&self, seq: u64, keep: &mut impl FnMut(V)) -> Option<LogBlock<V>> {
+        let (entry, index) = self.entry(seq)?;
+        let raw = entry.load(Relaxed);
+        if raw.is_null() {
+            return None;
+        }
+        // SAFETY: the caller's promise: under the ring lock, `seq`'s block is kept (and so is
+        // the one in its entry) and its cells up to `seq` are behind every reader's use. The
+        // handle lets go of nothing, unless it is the block's last cell: then the log's
+        // reference is returned, and the entry no longer holds it.
+        unsafe {
+            let block = ManuallyDrop::new(LogBlock::<V>::from_raw(raw));
+            debug_assert_eq!(block.base(), seq - u64::from(index));
+            block.trim(index, keep);
+            if u64::from(index) + 1 < self.cells() {
+                return None;
+            }
+            entry.store(ptr::null_mut(), Release);
+            Some(ManuallyDrop::into_inner(block))
+        }
+    }
+
+    /// An uncounted handle on `seq`'s message, if it is in its cell (not out of line).
+    ///
+    /// # Safety
+    ///
+    /// As [`block`](Self::block), for a seq appended and not trimmed; the handle is used only
+    /// while the message is kept.
+    pub(crate) unsafe fn message(&self, seq: u64) -> Option<ManuallyDrop<Shared<V>>> {
+        // SAFETY: the caller's promise.
+        unsafe {
+            let (block, index) = self.block(seq)?;
+            (!block.is_out_of_line(index)).then(|| block.alias(index))
+        }
+    }
+
+    /// When `seq` was appended (to the millisecond).
+    ///
+    /// # Safety
+    ///
+    /// As [`message`](Self::message).
+    pub(crate) unsafe fn appended_at(&self, seq: u64) -> Option<Instant> {
+        // SAFETY: the caller's promise.
+        unsafe {
+            let (block, index) = self.block(seq)?;
+            Some(block.appended_at(index))
+        }
     }
 }
+
+impl<V> Drop for Slots<V> {
+    fn drop(&mut self) {
+        for entry in self
+            .groups
+            .iter_mut()
+            .filter_map(OnceLock::get_mut)
+            .flat_map(|g| g.iter_mut())
+        {
+            let raw = std::mem::replace(entry.get_mut(), ptr::null_mut());
+            if !raw.is_null() {
+                // SAFETY: a block the log keeps, its reference let go of once, here.
+                drop(unsafe { LogBlock::<V>::from_raw(raw) });
+            }
+        }
+    }
+}
+
+// SAFETY: the table hands out `&V` to several threads and moves `V`s in and out on whichever
+// thread holds the ring lock (see `LogBlock`'s bounds).
+unsafe impl<V: Send + Sync> Sync for Slots<V> {}
+// SAFETY: as above.
+unsafe impl<V: Send + Sync> Send for Slots<V> {}
 
 /// Also run under Miri (`cargo +nightly miri test -p eventbus --lib slots`).
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
 
-    #[test]
-    fn a_slot_holds_its_seq_and_the_seqs_a_power_of_two_apart() {
-        let slots = Slots::new(3);
-        assert_eq!(slots.len(), 4, "rounded up to a power of two");
-        // SAFETY: one thread.
-        unsafe {
-            assert_eq!(slots.get(0), None, "nothing written yet");
-            assert_eq!(slots.replace(0, Some("zero")), None);
-            assert_eq!(slots.replace(1, Some("one")), None);
-            assert_eq!(slots.get(0), Some(&"zero"));
-            assert_eq!(
-                slots.replace(3, Some("three")),
-                None,
-                "3 has a slot of its own"
-            );
-            assert_eq!(slots.replace(4, Some("four")), Some("zero"));
-            assert_eq!(slots.get(0), Some(&"four"), "4 is 0's slot");
-            assert_eq!(slots.replace(5, None), Some("one"));
-            assert_eq!(slots.get(1), None);
+    /// Counts its drops.
+    struct Tally(Arc<AtomicUsize>, u64);
+
+    impl Drop for Tally {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
         }
     }
 
+    fn tally(drops: &Arc<AtomicUsize>, seq: u64) -> Tally {
+        Tally(Arc::clone(drops), seq)
+    }
+
+    /// What `seq`'s message shows, read under the (single-threaded) test's "lock".
+    fn read(slots: &Slots<Tally>, seq: u64) -> Option<(u64, u64)> {
+        // SAFETY: one thread.
+        unsafe { slots.message(seq) }.map(|m| (m.seq(), m.1))
+    }
+
     #[test]
-    fn a_run_stops_at_its_chunks_end_and_at_n() {
-        let slots: Slots<u64> = Slots::new(2 * CHUNK);
-        assert!(slots.run(0, 4).is_empty(), "no chunk made yet");
+    fn cells_hold_their_seqs_in_blocks_of_a_power_of_two() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(3, "t");
+        assert_eq!(slots.cells(), 4, "rounded up to a power of two");
+        assert_eq!(slots.mask + 1, 2, "3 messages and the block being filled");
+        assert_eq!(read(&slots, 0), None, "nothing appended yet");
+        let now = Instant::now();
+        // SAFETY (all): one thread, appends in order, trims behind them.
+        unsafe {
+            for seq in 0..6 {
+                slots.append(seq, Some(tally(&drops, seq)), now);
+            }
+        }
+        assert_eq!(read(&slots, 1), Some((1, 1)));
+        assert_eq!(read(&slots, 5), Some((5, 5)), "the second block");
+        let mut trimmed = Vec::new();
+        // SAFETY: as above.
+        let released = unsafe { slots.trim(0, &mut |v| trimmed.push(v)) };
+        assert!(released.is_none(), "the block has cells left");
+        assert_eq!(trimmed.iter().map(|t| t.1).collect::<Vec<_>>(), [0]);
+        drop(trimmed);
+        assert_eq!(drops.load(SeqCst), 1);
+        let mut trimmed = Vec::new();
+        // SAFETY: as above.
+        let released = unsafe {
+            for seq in 1..3 {
+                assert!(slots.trim(seq, &mut |v| trimmed.push(v)).is_none());
+            }
+            slots.trim(3, &mut |v| trimmed.push(v))
+        };
+        assert!(released.is_some(), "its last cell trimmed, the block goes");
+        assert_eq!(read(&slots, 3), None);
+        drop((trimmed, released));
+        assert_eq!(drops.load(SeqCst), 4);
+        // SAFETY: as above: seq 8 goes where the first block was.
+        unsafe { slots.append(6, Some(tally(&drops, 6)), now) };
+        unsafe { slots.append(7, Some(tally(&drops, 7)), now) };
+        unsafe { slots.append(8, Some(tally(&drops, 8)), now) };
+        assert_eq!(read(&slots, 8), Some((8, 8)));
+        assert_eq!(read(&slots, 0), None, "0's block is gone, 8's is there");
+        drop(slots);
+        assert_eq!(
+            drops.load(SeqCst),
+            9,
+            "what the log kept is dropped with it"
+        );
+    }
+
+    #[test]
+    fn a_referenced_block_keeps_its_trimmed_values_until_let_go_of() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(2, "t");
+        let now = Instant::now();
+        // SAFETY (all): one thread.
+        let kept = unsafe {
+            slots.append(0, Some(tally(&drops, 0)), now);
+            slots.append(1, Some(tally(&drops, 1)), now);
+            // A counted reference to seq 1, as a reader or a dead letter holds one.
+            Shared::clone(&slots.message(1).unwrap())
+        };
+        let mut trimmed = Vec::new();
+        // SAFETY: as above.
+        assert!(unsafe { slots.trim(0, &mut |v| trimmed.push(v)) }.is_none());
+        assert!(trimmed.is_empty(), "seq 1 is held: nothing moves");
+        let mut trimmed = Vec::new();
+        // SAFETY: as above.
+        let released = unsafe { slots.trim(1, &mut |v| trimmed.push(v)) };
+        assert!(released.is_some());
+        drop(released);
+        assert_eq!(drops.load(SeqCst), 0, "the reference still holds the block");
+        assert_eq!((kept.seq(), kept.1), (1, 1));
+        drop(kept);
+        assert_eq!(drops.load(SeqCst), 2, "the last release dropped both");
+    }
+
+    #[test]
+    fn a_handle_on_a_cell_stays_good_while_the_cells_before_it_are_trimmed() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(4, "t");
+        let now = Instant::now();
+        // SAFETY (all): one thread; the handle on seq 3 is used while 3 is kept, as a lending
+        // reader's at its position is.
+        unsafe {
+            for seq in 0..4 {
+                slots.append(seq, Some(tally(&drops, seq)), now);
+            }
+            let lent = slots.message(3).unwrap();
+            let mut trimmed = Vec::new();
+            for seq in 0..3 {
+                assert!(slots.trim(seq, &mut |v| trimmed.push(v)).is_none());
+            }
+            assert_eq!(trimmed.len(), 3, "the log alone held the block: taken out");
+            drop(trimmed);
+            assert_eq!((lent.seq(), lent.1), (3, 3));
+        }
+        assert_eq!(drops.load(SeqCst), 3);
+        drop(slots);
+        assert_eq!(drops.load(SeqCst), 4);
+    }
+
+    #[test]
+    fn a_trim_that_finds_the_log_alone_takes_out_what_earlier_ones_left() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(4, "t");
+        let now = Instant::now();
         // SAFETY (all): one thread.
         unsafe {
-            for seq in CHUNK as u64 - 2..CHUNK as u64 + 2 {
-                slots.replace(seq, Some(seq));
+            for seq in 0..4 {
+                slots.append(seq, Some(tally(&drops, seq)), now);
             }
-            let run = slots.run(CHUNK as u64 - 2, 8);
-            assert_eq!(run.len(), 2, "the first chunk's last two");
-            assert_eq!(run[1].get(), Some(&(CHUNK as u64 - 1)));
-            let run = slots.run(CHUNK as u64, 1);
-            assert_eq!(run.len(), 1);
-            assert_eq!(run[0].get(), Some(&(CHUNK as u64)));
-            let run = slots.run(3 * CHUNK as u64 + 1, 3);
-            assert_eq!(
-                run.iter().map(|slot| slot.get()).collect::<Vec<_>>(),
-                [Some(&(CHUNK as u64 + 1)), None, None],
-                "a lap later, in the second chunk"
-            );
+            let held = Shared::clone(&slots.message(3).unwrap());
+            let mut trimmed = Vec::new();
+            assert!(slots.trim(0, &mut |v| trimmed.push(v)).is_none());
+            assert!(trimmed.is_empty());
+            drop(held);
+            assert!(slots.trim(1, &mut |v| trimmed.push(v)).is_none());
+            let values: Vec<_> = trimmed.iter().map(|t| t.1).collect();
+            assert_eq!(values, [0, 1], "0 and 1 taken out together");
         }
     }
 
     #[test]
-    fn chunks_are_made_as_the_log_fills() {
-        let slots: Slots<u64> = Slots::new(CHUNK + 5);
-        assert_eq!(slots.len(), 2 * CHUNK as u64);
-        assert_eq!(slots.groups.len(), 1);
-        assert!(slots.groups[0].get().is_none());
-        // SAFETY: one thread.
+    fn out_of_line_cells_hold_no_value_and_show_no_message() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(2, "t");
+        let now = Instant::now();
+        // SAFETY (all): one thread.
         unsafe {
-            slots.replace(CHUNK as u64 + 4, Some(7));
-            assert_eq!(slots.get(CHUNK as u64 + 4), Some(&7));
-            assert_eq!(
-                slots.get(3 * CHUNK as u64 + 4),
-                Some(&7),
-                "two chunks later"
-            );
+            slots.append(0, None, now);
+            slots.append(1, Some(tally(&drops, 1)), now);
+            assert!(slots.message(0).is_none());
+            assert!(slots.appended_at(0).is_some());
+            let mut trimmed = Vec::new();
+            assert!(slots.trim(0, &mut |v| trimmed.push(v)).is_none());
+            assert!(trimmed.is_empty());
         }
-        let chunks = slots.groups[0].get().unwrap();
-        assert_eq!(chunks.len(), 2);
-        assert!(chunks[0].get().is_none());
-        assert_eq!(chunks[1].get().map(|c| c.len()), Some(CHUNK));
-    }
-
-    #[test]
-    fn a_small_log_has_one_short_chunk() {
-        let slots: Slots<u64> = Slots::new(5);
-        // SAFETY: one thread.
-        unsafe {
-            slots.replace(6, Some(6));
-        }
-        let chunks = slots.groups[0].get().unwrap();
-        assert_eq!(chunks.len(), 1);
-        assert_eq!(chunks[0].get().map(|c| c.len()), Some(8));
+        drop(slots);
+        assert_eq!(drops.load(SeqCst), 1);
     }
 
     #[test]
     fn a_huge_log_costs_only_its_table_of_groups_until_it_fills() {
         let capacity = 1 << 32;
-        let slots: Slots<u64> = Slots::new(capacity);
-        assert_eq!(slots.groups.len(), capacity / (CHUNK * GROUP));
-        // SAFETY: one thread.
-        unsafe {
-            let last = capacity as u64 - 1;
-            slots.replace(last, Some(9));
-            assert_eq!(slots.get(last), Some(&9));
-            assert_eq!(slots.get(0), None);
-        }
+        let slots: Slots<u64> = Slots::new(capacity, "t");
+        let entries = (capacity / CELLS as usize + 1).next_power_of_two();
+        assert_eq!(slots.groups.len(), entries / GROUP);
+        let last = capacity as u64 - 1;
+        // SAFETY: one thread; a block is made at its first cell.
+        unsafe { slots.append(last - 63, Some(9), Instant::now()) };
+        assert_eq!(unsafe { slots.message(last - 63) }.map(|m| **m), Some(9));
+        assert!(unsafe { slots.message(0) }.is_none());
         assert_eq!(slots.groups.iter().filter(|g| g.get().is_some()).count(), 1);
     }
 
     #[test]
-    fn entries_left_in_the_slots_are_dropped_with_them() {
-        let value = std::sync::Arc::new(());
-        let slots = Slots::new(4);
-        // SAFETY: one thread.
+    fn stamps_keep_the_append_time_to_the_millisecond() {
+        let slots: Slots<u8> = Slots::new(8, "t");
+        let first = Instant::now();
+        let later = first + std::time::Duration::from_millis(1500);
+        // SAFETY (all): one thread.
         unsafe {
-            slots.replace(2, Some(std::sync::Arc::clone(&value)));
+            slots.append(0, Some(0), first);
+            slots.append(1, Some(1), later);
+            let at = slots.appended_at(1).unwrap();
+            assert!(at <= later && later - at < std::time::Duration::from_millis(1));
+            assert_eq!(slots.appended_at(0), Some(first));
+        }
+    }
+
+    #[test]
+    fn stamps_past_twelve_days_keep_the_append_time_to_the_second() {
+        let slots: Slots<u8> = Slots::new(8, "t");
+        let first = Instant::now();
+        let days =
+            std::time::Duration::from_secs(13 * 24 * 3600) + std::time::Duration::from_millis(2500);
+        // SAFETY (all): one thread.
+        unsafe {
+            slots.append(0, Some(0), first);
+            slots.append(1, Some(1), first + days);
+            slots.append(
+                2,
+                Some(2),
+                first + days + std::time::Duration::from_millis(400),
+            );
+            let at = slots.appended_at(1).unwrap();
+            assert!(at <= first + days && first + days - at < std::time::Duration::from_secs(1));
+            assert_eq!(
+                slots.appended_at(2),
+                Some(at),
+                "the same second: the cached stamp"
+            );
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_values_drop_stops_at_the_last_release() {
+        struct Brittle(Arc<AtomicUsize>);
+        impl Drop for Brittle {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+                panic!("a payload's Drop panics");
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        let slots = Slots::new(4, "t");
+        let now = Instant::now();
+        // SAFETY (all): one thread.
+        unsafe {
+            for seq in 0..3 {
+                slots.append(seq, Some(Brittle(Arc::clone(&drops))), now);
+            }
         }
         drop(slots);
-        assert_eq!(std::sync::Arc::strong_count(&value), 1);
+        assert_eq!(
+            drops.load(SeqCst),
+            3,
+            "each dropped, none stopped the others"
+        );
+    }
+
+    #[test]
+    fn threads_letting_go_of_a_block_drop_each_value_once() {
+        let rounds = if cfg!(miri) { 10 } else { 500 };
+        for round in 0..rounds {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let slots = Slots::new(4, "t");
+            let now = Instant::now();
+            // SAFETY (all): appends and trims on this thread; the others hold counted
+            // references only.
+            let references: Vec<_> = unsafe {
+                for seq in 0..4 {
+                    slots.append(seq, Some(tally(&drops, seq)), now);
+                }
+                (0..4)
+                    .map(|seq| Shared::clone(&slots.message(seq).unwrap()))
+                    .collect()
+            };
+            std::thread::scope(|scope| {
+                for reference in references {
+                    scope.spawn(move || {
+                        assert!(reference.1 < 4);
+                        drop(reference);
+                    });
+                }
+                let mut trimmed = Vec::new();
+                // SAFETY: as above.
+                let released = unsafe {
+                    (0..3).for_each(|seq| {
+                        assert!(slots.trim(seq, &mut |v| trimmed.push(v)).is_none())
+                    });
+                    slots.trim(3, &mut |v| trimmed.push(v))
+                };
+                drop((trimmed, released));
+            });
+            assert_eq!(drops.load(SeqCst), 4, "round {round}");
+        }
     }
 }

@@ -1,0 +1,412 @@
+//! A log's blocks: many cells under one header (see `shared.rs` for headers, cells and the
+//! references that point into them), as a log topic keeps its messages (`delivery/log/`).
+//!
+//! A message's value lives in its cell, with the cell's place in the block and when it was
+//! appended (milliseconds since the block was made; seconds, past about 12 days); its seq
+//! and topic are the header's. So a kept message costs its value and eight bytes, and the header and the
+//! block's own fields are shared by all its cells, where a message of its own cost a
+//! header, a pool link and a slot in the ring (BENCHMARKS.md, "A log topic's memory").
+//!
+//! # Who lets go of what
+//!
+//! The log holds one reference to each block it keeps ([`LogBlock`]), counted in the
+//! header's `refs` with every reference handed out to a cell of it (a reader's, an
+//! observer's, a dead letter's). A count is the block's, not a cell's: while any reference
+//! to the block is out, no cell can tell whether it is referred to.
+//!
+//! - Trimming a cell (the log's trim, which goes front to back) takes its value out to be
+//!   dropped when the log's is the block's only reference: then no one can reach the cell
+//!   (a reader lending in place never reads behind its position, which the trim never
+//!   passes). Otherwise the value stays, and is taken out by a later trim of the same block
+//!   that finds the log alone, or when the block's last reference is let go of.
+//! - Trimming a block's last cell lets go of the log's reference. The last reference let go
+//!   of drops the values still in the block ([`last_release`]) and frees it.
+//!
+//! So a reference kept to one message (a dead letter, a clone an observer keeps) keeps its
+//! whole block, at most [`CELLS`] messages, until it is let go of: bounded, as the dead
+//! letters are.
+//!
+//! # Out of line
+//!
+//! A message whose publish ran inline subscribers was made in a block of its own, and one
+//! of them may have kept a reference to it: its value cannot move into a cell. Its cell is
+//! then marked [`OUT_OF_LINE`] and holds no value; the log keeps the message beside the
+//! ring (`delivery/log/mod.rs`), and a reader lending in place takes it from there.
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of, ManuallyDrop};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{
+    fence, AtomicUsize,
+    Ordering::{Acquire, Release},
+};
+use std::time::{Duration, Instant};
+
+use crate::message::shared::{cells_at, Cell, Header, Kind, Shared};
+
+/// The most cells a log's block has.
+pub(crate) const CELLS: u32 = 64;
+
+/// A cell's stamp bit that says its message is kept out of line (see the module docs).
+const OUT_OF_LINE: u32 = 1 << 31;
+
+/// A stamp's bit that says it counts seconds, not milliseconds: a cell appended 2³⁰
+/// milliseconds (about 12 days) or more after its block was made is dated to the second.
+const SECONDS: u32 = 1 << 30;
+
+/// What a log's block keeps after its cells.
+#[repr(C)]
+struct Meta {
+    /// When the block was made: its cells' stamps count milliseconds from here.
+    epoch: Instant,
+    /// The stamp of the last append, and when it goes stale (a millisecond on): appends
+    /// before then take it as it is, without working out a duration (see `stamp_for`).
+    stamp: u32,
+    stale_at: Instant,
+    /// Cells `0..written` were appended (with a value, or out of line). Written by the log,
+    /// under its ring lock; read by the block's last release, after the count's fence.
+    written: u32,
+    /// Cells `0..dropped` no longer hold a value (taken out by a trim). As `written`.
+    dropped: u32,
+}
+
+/// The layout of a block of `cells` cells, and where its [`Meta`] is.
+fn layout<V>(cells: u32) -> (Layout, usize) {
+    let cells_layout = match Layout::array::<Cell<V>>(cells as usize) {
+        Ok(layout) => layout,
+        Err(_) => handle_alloc_error(Layout::new::<Meta>()),
+    };
+    let extended = Layout::new::<Header>()
+        .extend(cells_layout)
+        .and_then(|(with_cells, at)| {
+            debug_assert_eq!(at, cells_at::<V>(), "cells where every block has them");
+            with_cells.extend(Layout::new::<Meta>())
+        });
+    match extended {
+        Ok((layout, meta)) => {
+            debug_assert_eq!(meta, meta_at::<V>(cells), "the meta where `meta_of` looks");
+            (layout.pad_to_align(), meta)
+        }
+        Err(_) => handle_alloc_error(cells_layout),
+    }
+}
+
+/// A log's own reference to one of its blocks. Dropping it lets go of that reference.
+pub(crate) struct LogBlock<V> {
+    header: NonNull<Header>,
+    _owns: PhantomData<Cell<V>>,
+}
+
+// SAFETY: as `Shared<V>`'s: the block gives `&V` to threads that hold references to it, and
+// its values are dropped on whichever thread lets go of the last one.
+unsafe impl<V: Send + Sync> Send for LogBlock<V> {}
+// SAFETY: as above.
+unsafe impl<V: Send + Sync> Sync for LogBlock<V> {}
+
+impl<V> LogBlock<V> {
+    /// A new block for seqs `base..base + cells` of `topic`, none written yet, counted once:
+    /// the log's reference.
+    pub(crate) fn new(base: u64, topic: &'static str, cells: u32, epoch: Instant) -> Self {
+        let (layout, meta) = layout::<V>(cells);
+        // SAFETY: the layout has a header, so a non-zero size.
+        let start = unsafe { alloc(layout) };
+        let Some(start) = NonNull::new(start) else {
+            handle_alloc_error(layout)
+        };
+        // SAFETY: all writes are inside the new allocation, at the offsets its layout gave,
+        // each field written once before anything reads it; a cell's value stays
+        // uninitialised until it is appended.
+        unsafe {
+            start.as_ptr().cast::<Header>().write(Header {
+                refs: AtomicUsize::new(1),
+                base,
+                topic,
+                kind: Kind::Log,
+                cells,
+            });
+            let first = start.as_ptr().add(cells_at::<V>()).cast::<Cell<V>>();
+            for index in 0..cells {
+                let cell = first.add(index as usize);
+                ptr::addr_of_mut!((*cell).index).write(index);
+                ptr::addr_of_mut!((*cell).stamp).write(0);
+            }
+            start.as_ptr().add(meta).cast::<Meta>().write(Meta {
+                epoch,
+                stamp: 0,
+                stale_at: epoch,
+                written: 0,
+                dropped: 0,
+            });
+        }
+        LogBlock {
+            header: start.cast(),
+            _owns: PhantomData,
+        }
+    }
+
+    /// The block's pointer, which [`from_raw`](Self::from_raw) turns back into the log's
+    /// reference.
+    pub(crate) fn into_raw(self) -> *mut Header {
+        ManuallyDrop::new(self).header.as_ptr()
+    }
+
+    /// The log's reference again, from [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from `into_raw` and is turned back once.
+    pub(crate) unsafe fn from_raw(raw: *mut Header) -> Self {
+        LogBlock {
+            // SAFETY: the caller's promise: `into_raw` gave a block's pointer.
+            header: unsafe { NonNull::new_unchecked(raw) },
+            _owns: PhantomData,
+        }
+    }
+
+    /// The seq of its first cell.
+    pub(crate) fn base(&self) -> u64 {
+        // SAFETY: the log's reference keeps the block; `base` is written once, at `new`.
+        unsafe { self.header.as_ref().base }
+    }
+
+    /// How many cells it has.
+    pub(crate) fn cells(&self) -> u32 {
+        // SAFETY: as in `base`.
+        unsafe { self.header.as_ref().cells }
+    }
+
+    /// Cell `index`, derived from the block's pointer (a reference made from it may reach
+    /// the header: `shared::header_of`).
+    fn cell(&self, index: u32) -> *mut Cell<V> {
+        debug_assert!(index < self.cells());
+        // SAFETY: inside the block: its cells start at `cells_at` and it has `cells` of them.
+        unsafe {
+            self.header
+                .as_ptr()
+                .cast::<u8>()
+                .add(cells_at::<V>())
+                .cast::<Cell<V>>()
+                .add(index as usize)
+        }
+    }
+
+    fn meta(&self) -> *mut Meta {
+        // SAFETY: inside the block, where its layout puts the `Meta`.
+        unsafe { meta_of::<V>(self.header) }
+    }
+
+    /// Appends `value` in cell `index`, at `at`.
+    ///
+    /// # Safety
+    ///
+    /// Under the log's lock (one writer); cells `0..index` are appended and `index` is not
+    /// (so no reference to it exists).
+    #[inline(always)]
+    pub(crate) unsafe fn append(&self, index: u32, value: V, at: Instant) {
+        let cell = self.cell(index);
+        // SAFETY: the caller's promise: the cell is this writer's alone until the log
+        // publishes it (its tail, with release), and the meta is written under the lock.
+        unsafe {
+            (*cell).value.get().write(std::mem::MaybeUninit::new(value));
+            (*cell).stamp = self.stamp_for(at);
+            (*self.meta()).written = index + 1;
+        }
+    }
+
+    /// Appends cell `index` as kept out of line (see the module docs), at `at`.
+    ///
+    /// # Safety
+    ///
+    /// As [`append`](Self::append).
+    pub(crate) unsafe fn append_out_of_line(&self, index: u32, at: Instant) {
+        let cell = self.cell(index);
+        // SAFETY: as in `append`.
+        unsafe {
+            (*cell).stamp = self.stamp_for(at) | OUT_OF_LINE;
+            (*self.meta()).written = index + 1;
+        }
+    }
+
+    /// The stamp of an append at `at`: milliseconds since the block was made.
+    ///
+    /// # Safety
+    ///
+    /// Under the log's lock (the meta's cache is written here).
+    #[inline(always)]
+    unsafe fn stamp_for(&self, at: Instant) -> u32 {
+        let meta = self.meta();
+        // SAFETY: the caller's promise: the meta is the log's under its lock.
+        unsafe {
+            // Most appends come within the same millisecond as the one before: comparing two
+            // `Instant`s costs a few instructions, working out a duration about fifty.
+            if at < (*meta).stale_at {
+                return (*meta).stamp;
+            }
+            let epoch = (*meta).epoch;
+            let since = at.saturating_duration_since(epoch);
+            // In `u64`, not `as_millis`'s `u128`.
+            let ms = since.as_secs().saturating_mul(1000) + u64::from(since.subsec_millis());
+            let (stamp, next) = match u32::try_from(ms) {
+                Ok(ms) if ms < SECONDS => (ms, Duration::from_millis(u64::from(ms) + 1)),
+                _ => {
+                    let secs = since.as_secs().min(u64::from(SECONDS - 1));
+                    (SECONDS | secs as u32, Duration::from_secs(secs + 1))
+                }
+            };
+            (*meta).stamp = stamp;
+            (*meta).stale_at = epoch.checked_add(next).unwrap_or(at);
+            stamp
+        }
+    }
+
+    /// When cell `index` was appended (to the millisecond, rounded down; to the second past
+    /// about 12 days after the block was made).
+    ///
+    /// # Safety
+    ///
+    /// The cell was appended, and the caller's view of the log publishes that (its lock, or
+    /// the tail read with acquire).
+    pub(crate) unsafe fn appended_at(&self, index: u32) -> Instant {
+        // SAFETY: the caller's promise; `epoch` is written once, at `new`.
+        let (stamp, epoch) = unsafe { ((*self.cell(index)).stamp, (*self.meta()).epoch) };
+        let stamp = stamp & !OUT_OF_LINE;
+        epoch
+            + match stamp & SECONDS {
+                0 => Duration::from_millis(u64::from(stamp)),
+                _ => Duration::from_secs(u64::from(stamp & !SECONDS)),
+            }
+    }
+
+    /// Whether cell `index` holds no value, its message kept out of line.
+    ///
+    /// # Safety
+    ///
+    /// As [`appended_at`](Self::appended_at).
+    pub(crate) unsafe fn is_out_of_line(&self, index: u32) -> bool {
+        // SAFETY: the caller's promise.
+        unsafe { (*self.cell(index)).stamp & OUT_OF_LINE != 0 }
+    }
+
+    /// A handle on cell `index`'s message that is not counted (an alias): never
+    /// dropped.
+    ///
+    /// # Safety
+    ///
+    /// The cell was appended with a value, and the caller uses the handle only while its
+    /// value is kept (not trimmed, or held by a counted reference to the block).
+    pub(crate) unsafe fn alias(&self, index: u32) -> ManuallyDrop<Shared<V>> {
+        // SAFETY: the caller's promise; the cell pointer is derived from the block's.
+        ManuallyDrop::new(unsafe { Shared::at(NonNull::new_unchecked(self.cell(index))) })
+    }
+
+    /// Trims cells up to `index` (the log's front): takes their values out and hands each
+    /// to `keep` (to be dropped once the log's lock is let go of: their `Drop` is user code),
+    /// if the log's is the block's only reference (see the module docs).
+    ///
+    /// # Safety
+    ///
+    /// Under the log's lock; cells `0..=index` were appended, and no uncounted handle on any
+    /// of them is used after this (a lending reader's position is past them).
+    #[inline(always)]
+    pub(crate) unsafe fn trim(&self, index: u32, keep: &mut impl FnMut(V)) {
+        // SAFETY: the log's reference keeps the block.
+        let refs = unsafe { &self.header.as_ref().refs };
+        // Acquire: as the last release's fence; every other reference let go of (each a
+        // release read-modify-write) happened before. A count of one is the log's alone,
+        // and no new one can appear meanwhile for these cells: references are made from the
+        // ring under the log's lock, or from one held.
+        if refs.load(Acquire) != 1 {
+            return;
+        }
+        let meta = self.meta();
+        // SAFETY: under the lock, the meta is the log's; the cells in `dropped..=index` hold
+        // their values (unless out of line) and no one can reach them: each is taken out
+        // once, as `dropped` moves past it.
+        unsafe {
+            let from = (*meta).dropped;
+            if from > index {
+                return;
+            }
+            for at in from..=index {
+                if !self.is_out_of_line(at) {
+                    keep((*self.cell(at)).value.get().read().assume_init());
+                }
+            }
+            (*meta).dropped = index + 1;
+        }
+    }
+}
+
+/// Where a block's meta is, from its header.
+///
+/// # Safety
+///
+/// `header` is a log block's.
+#[inline(always)]
+unsafe fn meta_of<V>(header: NonNull<Header>) -> *mut Meta {
+    // SAFETY: the caller's promise: a log block has its cell count in its header.
+    let cells = unsafe { header.as_ref().cells };
+    // SAFETY: inside the block, where its layout puts the meta.
+    unsafe {
+        header
+            .as_ptr()
+            .cast::<u8>()
+            .add(meta_at::<V>(cells))
+            .cast::<Meta>()
+    }
+}
+
+/// Where the meta of a block of `cells` cells is: after them, aligned (as `layout` has it,
+/// in a few instructions: it is asked on every append).
+#[inline(always)]
+fn meta_at<V>(cells: u32) -> usize {
+    let end = cells_at::<V>() + cells as usize * size_of::<Cell<V>>();
+    end.next_multiple_of(align_of::<Meta>())
+}
+
+impl<V> Drop for LogBlock<V> {
+    fn drop(&mut self) {
+        // SAFETY: the log's reference keeps the block until this release.
+        let refs = unsafe { &self.header.as_ref().refs };
+        // As `shared::release`: each reference's uses happen before its release, and the
+        // last release sees them all before it drops the values.
+        if refs.fetch_sub(1, Release) != 1 {
+            return;
+        }
+        fence(Acquire);
+        // SAFETY: the count reached zero: this thread has the block to itself.
+        unsafe { last_release::<V>(self.header) };
+    }
+}
+
+/// What the last reference let go of does with a log's block: drops the values still in it
+/// (a panic in a value's `Drop` stops at each), and frees it.
+///
+/// # Safety
+///
+/// `header` is a log block's, its count reached zero (after the fence that makes every
+/// reference's uses happen before), so this thread has it to itself; not used after.
+pub(super) unsafe fn last_release<V>(header: NonNull<Header>) {
+    // SAFETY: the caller's promise; cells `dropped..written` hold their values unless out of
+    // line, each dropped once here.
+    unsafe {
+        let cells = header.as_ref().cells;
+        let meta = meta_of::<V>(header);
+        let first = header
+            .as_ptr()
+            .cast::<u8>()
+            .add(cells_at::<V>())
+            .cast::<Cell<V>>();
+        if std::mem::needs_drop::<V>() {
+            for at in (*meta).dropped..(*meta).written {
+                let cell = first.add(at as usize);
+                if (*cell).stamp & OUT_OF_LINE == 0 {
+                    crate::util::unwind::drop_quietly((*cell).value.get().read().assume_init());
+                }
+            }
+        }
+        let (layout, _) = layout::<V>(cells);
+        dealloc(header.as_ptr().cast(), layout);
+    }
+}
