@@ -403,7 +403,9 @@
 //! default). It gets the kept history in order, then the live messages, with no gap and no
 //! repeat at the seam. On a log topic `Block` makes publishers wait while a subscription is
 //! `capacity` messages behind, `DropOldest` loses (and counts) what the trim takes from a
-//! subscription that fell behind, and `DropNewest` is refused.
+//! subscription that fell behind, and `DropNewest` is refused. A log keeps its messages in
+//! blocks of up to 64, each message its payload and 8 bytes; a reference kept to one of them
+//! (a dead letter, a clone) keeps its block until it is let go of.
 //!
 //! ```
 //! use eventbus::{Bus, Message, Options, Start, Topic};
@@ -730,7 +732,8 @@
 //! 18. `state`: values handed to handlers as [`State<T>`].
 //! 19. `options`: [`Options`], [`Overflow`], [`Start`], [`Retention`], a subscription's
 //!     filter and a group's key.
-//! 20. `message`: [`Message`], [`AnyMessage`], and the shared block they point into.
+//! 20. `message`: [`Message`], [`AnyMessage`], and the blocks they point into (one message's,
+//!     or a log's block of many).
 //! 21. `deadlock`: the wait graph that refuses a wait that could never end.
 //! 22. `util`: leaves: catching panics, waking tasks, cache-line padding, snoozing.
 //! 23. `wire_format`: documentation only (no items): the NATS bridge's subjects, streams,

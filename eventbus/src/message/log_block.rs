@@ -278,6 +278,22 @@ impl<V> LogBlock<V> {
             }
     }
 
+    /// The end of the interval its stamp dates cell `index` to: it was appended before this
+    /// (a millisecond after [`appended_at`](Self::appended_at), or a second). The age trim
+    /// asks this, so that it never drops a message early.
+    ///
+    /// # Safety
+    ///
+    /// As [`appended_at`](Self::appended_at).
+    pub(crate) unsafe fn appended_before(&self, index: u32) -> Instant {
+        // SAFETY: the caller's promise.
+        let (at, stamp) = unsafe { (self.appended_at(index), (*self.cell(index)).stamp) };
+        at + match stamp & SECONDS {
+            0 => Duration::from_millis(1),
+            _ => Duration::from_secs(1),
+        }
+    }
+
     /// Whether cell `index` holds no value, its message kept out of line.
     ///
     /// # Safety
@@ -329,11 +345,13 @@ impl<V> LogBlock<V> {
                 return;
             }
             for at in from..=index {
+                // Moved past before the value is handed on: were `keep` to unwind, the
+                // value taken would not be dropped again by the last release.
+                (*meta).dropped = at + 1;
                 if !self.is_out_of_line(at) {
                     keep((*self.cell(at)).value.get().read().assume_init());
                 }
             }
-            (*meta).dropped = index + 1;
         }
     }
 }

@@ -38,7 +38,9 @@ pub enum Start {
     /// has trimmed it, with the oldest kept, and the gap is counted as dropped; if it is not
     /// published yet, with it once it is (what comes before is not this subscription's).
     Seq(u64),
-    /// With the first kept message published at most this long ago.
+    /// With the first kept message published at most this long ago. A log dates its
+    /// messages to the millisecond (to the second, for one published more than about 12 days
+    /// after the first of its block of 64).
     Since(Duration),
 }
 
@@ -59,9 +61,9 @@ impl Retention {
     /// Keeps at most `messages` (at least 1: 0 is taken as 1; at most
     /// [`MAX_MESSAGES`](Self::MAX_MESSAGES)).
     ///
-    /// The log's table has a slot per message kept, rounded up to a power of two (so that
-    /// finding a message's slot is a mask), of 24 bytes plus the message's own size; the
-    /// table grows as the log fills, 1,024 slots at a time.
+    /// The log keeps its messages in blocks of 64 (fewer when `messages` is under 64), made
+    /// as it fills: a message costs its own size and 8 bytes, a block 64 bytes more, and the
+    /// table that finds the blocks 8 bytes per block, made 16,384 entries at a time.
     pub const fn messages(messages: usize) -> Self {
         Retention {
             messages: if messages == 0 {
@@ -75,7 +77,9 @@ impl Retention {
         }
     }
 
-    /// Keeps nothing older than `max_age` as well.
+    /// Keeps nothing older than `max_age` as well (what is older is trimmed as messages are
+    /// appended or subscribers join; a message is dated to the millisecond, rounded down, and
+    /// trimmed only once it is surely older, so it may stay a millisecond longer).
     #[must_use = "a retention setter returns the changed retention"]
     pub const fn max_age(mut self, max_age: Duration) -> Self {
         self.max_age = Some(max_age);

@@ -490,11 +490,11 @@ impl<T: Send + Sync + 'static> Log<T> {
         // only to make the counted reference.
         match unsafe { self.slots.message(seq) } {
             Some(alias) => Some(Message::clone(&Message::uncounted(alias))),
-            None => ring
-                .out_of_line
-                .iter()
-                .find(|(of, _)| *of == seq)
-                .map(|(_, message)| message.clone()),
+            None => {
+                let kept = &ring.out_of_line;
+                let at = kept.binary_search_by_key(&seq, |(of, _)| *of).ok()?;
+                kept.get(at).map(|(_, message)| message.clone())
+            }
         }
     }
 
@@ -576,9 +576,12 @@ impl<T: Send + Sync + 'static> Log<T> {
             return;
         };
         let tail = self.tail.load(Relaxed);
+        // Appended before the cutoff for certain (a stamp dates a message to the millisecond
+        // rounded down): a message is never trimmed early, and at most a millisecond late.
         // SAFETY: under the ring lock, which every write takes; only kept seqs are asked.
         let expired = |seq: u64| {
-            seq < tail && unsafe { self.slots.appended_at(seq) }.is_some_and(|at| at < cutoff)
+            seq < tail
+                && unsafe { self.slots.appended_before(seq) }.is_some_and(|before| before <= cutoff)
         };
         let mut oldest = self.oldest.load(Relaxed);
         if !expired(oldest) {
