@@ -406,21 +406,21 @@ impl<V> Drop for LogBlock<V> {
 /// `header` is a log block's, its count reached zero (after the fence that makes every
 /// reference's uses happen before), so this thread has it to itself; not used after.
 pub(super) unsafe fn last_release<V>(header: NonNull<Header>) {
+    // The block's own handle on it, to read its cells by: never dropped (this is the release).
+    let block = ManuallyDrop::new(LogBlock::<V> {
+        header,
+        _owns: PhantomData,
+    });
     // SAFETY: the caller's promise; cells `dropped..written` hold their values unless out of
     // line, each dropped once here.
     unsafe {
-        let cells = header.as_ref().cells;
-        let meta = meta_of::<V>(header);
-        let first = header
-            .as_ptr()
-            .cast::<u8>()
-            .add(cells_at::<V>())
-            .cast::<Cell<V>>();
+        let cells = block.cells();
+        let meta = block.meta();
         if std::mem::needs_drop::<V>() {
             for at in (*meta).dropped..(*meta).written {
-                let cell = first.add(at as usize);
-                if (*cell).stamp & OUT_OF_LINE == 0 {
-                    crate::util::unwind::drop_quietly((*cell).value.get().read().assume_init());
+                if !block.is_out_of_line(at) {
+                    let value = (*block.cell(at)).value.get().read().assume_init();
+                    crate::util::unwind::drop_quietly(value);
                 }
             }
         }

@@ -35,17 +35,17 @@
 //! capacity`, and `capacity <= retain`, so no trim reaches the worker's position, and the
 //! age trim stops at it too. The worker makes handles on a run of messages (up to `BATCH`,
 //! all appended already) at once (uncounted: `Message::uncounted`, pointing at their cells)
-//! and lends them one by one. Once it has read everything, it
-//! pauses before it looks at the log again (`reader.rs`, `CAUGHT_UP_PAUSE`): its looks read
-//! the lines each append writes, and looking after every message made the publisher wait
-//! for those lines.
+//! and lends them one by one. Once it has read everything, it pauses before it looks at the
+//! log again (`reader.rs`, `CAUGHT_UP_PAUSE`): its looks read the lines each append writes,
+//! and looking after every message made the publisher wait for those lines.
 //!
 //! Retiring or removing the subscription *unprotects* it, under the ring lock: it waits out
 //! a copy in progress (the cursor's `lend` state: the worker copies a block between `COPYING`
 //! and `IDLE`; a few instructions a message), and if the worker holds a block of copies
 //! (`lent..lent_to`), keeps a counted reference to each of those messages still kept in
-//! the ring (`held`) until the worker lets go of the block, since they may now be trimmed. After that the worker takes references under the ring lock, as `DropOldest`
-//! ones do, and may be lapped.
+//! the ring (`held`) until the worker lets go of the block, since they may now be trimmed.
+//! After that the worker takes references under the ring lock, as `DropOldest` ones do, and
+//! may be lapped.
 //!
 //! # The seam
 //!
@@ -243,9 +243,7 @@ impl<T> Trims<T> {
             Some(_) => self.rest().blocks.push(block),
         }
     }
-}
 
-impl<T> Trims<T> {
     /// Drops what was trimmed, with no lock held: a panic in a payload's `Drop` stops at it.
     #[inline(always)]
     fn let_go(self) {
