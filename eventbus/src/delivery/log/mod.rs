@@ -63,10 +63,10 @@
 //! `publisher_waiting`, looks at the positions again, snoozes a few turns (as a caught-up
 //! worker does before it sleeps on `arrived`), and sleeps on `advanced`; a worker stores
 //! its position, then reads the flag (both sequentially consistent, so one sees the other)
-//! and, if set, notifies under the ring lock. A lending worker fences once a block, not
-//! once a message: it reads the flag after each message without a fence, and again, fenced,
-//! over the whole block when it lets go of it (`Reader::let_go_block`), before it takes
-//! another or waits. `DropOldest`: the trim laps it. `DropNewest`
+//! and, if set, notifies under the ring lock. A lending worker does so once a block, not
+//! once a message: after each message it stores its position and reads the flag with no
+//! fence, and when it lets go of the block (`Reader::let_go_block`, before it takes another
+//! or waits) it stores the position again sequentially consistent and reads the flag. `DropOldest`: the trim laps it. `DropNewest`
 //! has no meaning on a shared log and is refused at subscribe.
 //!
 //! # Retiring

@@ -2,8 +2,6 @@
 //! in order (lending each in place where it can, copying a handle out where it must), and
 //! how its subscription is retired. The ring, the cursors and appending are `mod.rs`.
 
-use std::sync::atomic::fence;
-
 use super::*;
 
 /// How many spin-loop hints a lending worker that has read everything waits before it looks
@@ -409,15 +407,21 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// no block and keeps nothing; and the handlers' reads happen before any free that
     /// follows an `unprotect` that saw none.
     ///
-    /// Then the fence `advance_lent` leaves out, once a block: a publisher that announced its
-    /// wait before it is seen here (see `wait_for_room`), and one that announces it after
-    /// reads every position this worker stored before.
+    /// Then what `advance_lent` leaves out, once a block: the position (every message of the
+    /// block finished) stored again sequentially consistent before the waiting publisher's
+    /// flag is read, as `advance` does for every message: a publisher that announced its
+    /// wait before is seen here (see `wait_for_room`), and one that announces it after reads
+    /// this position.
     fn let_go_block(&mut self) {
         let (from, to) = (self.lent_from, self.lent_from + self.lent.len() as u64);
         self.lent.clear();
         self.lent_next = 0;
         self.cursor.lent.swap(NONE, SeqCst);
-        fence(SeqCst);
+        let finished = self.cursor.position.swap(to, SeqCst);
+        debug_assert_eq!(
+            finished, to,
+            "a block is let go of once all of it is finished"
+        );
         if self.log.publisher_waiting.0.load(SeqCst) {
             self.wake_publisher(from, to);
         }
@@ -482,9 +486,10 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// [`advance`](Self::advance) for a lending worker, from `seq - 1` (it finishes its
     /// block's messages in order): a plain store, and the waiting publisher's flag read
     /// without a fence. A sequentially consistent swap per message was a fifth of a
-    /// delivery's time with a core busy (BENCHMARKS.md). Without the fence the flag may be
-    /// seen a few messages late, or not before the block ends: `let_go_block` fences and
-    /// looks again, over the whole block, before the worker takes another or waits.
+    /// delivery's time with a core busy (BENCHMARKS.md). Without it the flag may be seen a
+    /// few messages late, or not before the block ends: `let_go_block` stores the position
+    /// sequentially consistent and looks again, over the whole block, before the worker
+    /// takes another or waits.
     #[inline(always)]
     fn advance_lent(&self, seq: u64) {
         self.cursor.position.store(seq, Release);
