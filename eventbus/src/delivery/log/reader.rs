@@ -763,16 +763,27 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_block_lent_before_its_subscription_leaves_outlives_the_laps_that_follow() {
+    /// A log keeping `retain` messages, and a lending `Block` reader (capacity 4) joined at
+    /// its start that has copied a block of three (m0, m1, m2) and lent m0; with the pool
+    /// and the stop channel (its sender, to keep it open).
+    #[allow(clippy::type_complexity)]
+    fn lending_a_block_of_three(
+        retain: usize,
+    ) -> (
+        Arc<Log<String>>,
+        Reader<String>,
+        Pool<Envelope<String>>,
+        crossbeam_channel::Sender<()>,
+        Receiver<()>,
+    ) {
         let log = Arc::new(Log::new(
             "t",
             Retention {
-                messages: 4,
+                messages: retain,
                 max_age: None,
             },
         ));
-        let (_keep, stop) = crossbeam_channel::bounded::<()>(0);
+        let (keep, stop) = crossbeam_channel::bounded::<()>(0);
         let closing = Closing {
             stop: stop.clone(),
             poke: Box::new(|| {}),
@@ -794,6 +805,12 @@ mod tests {
         }
         assert_eq!(lent_text(&mut reader), Some((true, "m0".into())));
         assert_eq!(reader.lent.len(), 3, "one block of the three there");
+        (log, reader, pool, keep, stop)
+    }
+
+    #[test]
+    fn a_block_lent_before_its_subscription_leaves_outlives_the_laps_that_follow() {
+        let (log, mut reader, mut pool, _keep, stop) = lending_a_block_of_three(4);
         // Leaves while holding the block: the ring keeps those three, and the publisher
         // no longer waits for it, so the next appends trim them (and let go of the ring's
         // own references) while the worker still lends from the block.
@@ -813,40 +830,12 @@ mod tests {
 
     #[test]
     fn a_lending_worker_wakes_a_publisher_whose_mark_its_block_passed_unseen() {
-        let log = Arc::new(Log::new(
-            "t",
-            Retention {
-                messages: 8,
-                max_age: None,
-            },
-        ));
-        let (_keep, stop) = crossbeam_channel::bounded::<()>(0);
-        let closing = Closing {
-            stop: stop.clone(),
-            poke: Box::new(|| {}),
-        };
-        let mut reader = reader(&log, 1, 4, Overflow::Block, false, closing, |retirer| {
-            SubscriptionCore::new(
-                1,
-                Arc::from("s"),
-                "t",
-                Options::default(),
-                Consumer::Worker,
-                retirer,
-            )
-        });
-        reader.join(Start::Now);
-        let mut pool = Pool::new();
-        for seq in 0..3 {
-            append(&log, &mut pool, seq, &stop);
-        }
-        assert_eq!(lent_text(&mut reader), Some((true, "m0".into())));
-        assert_eq!(reader.lent.len(), 3, "one block of the three there");
+        let (log, mut reader, mut pool, _keep, stop) = lending_a_block_of_three(8);
         assert_eq!(lent_text(&mut reader), Some((true, "m1".into())));
         assert_eq!(lent_text(&mut reader), Some((true, "m2".into())));
         append(&log, &mut pool, 3, &stop);
         // The position passed 2 before the worker saw the flag (a load without a fence may
-        // see it that late): only the block's end, fenced, can wake this publisher.
+        // see it that late): only the block's end can wake this publisher.
         assert_eq!(reader.cursor.position.load(SeqCst), 2);
         log.wake_at.store(2, SeqCst);
         log.publisher_waiting.0.store(true, SeqCst);
