@@ -64,10 +64,11 @@
 //! worker does before it sleeps on `arrived`), and sleeps on `advanced`; a worker stores
 //! its position, then reads the flag (both sequentially consistent, so one sees the other)
 //! and, if set, notifies under the ring lock. A lending worker does so once a block, not
-//! once a message: after each message it stores its position and reads the flag with no
-//! fence, and when it lets go of the block (`Reader::let_go_block`, before it takes another
-//! or waits) it stores the position again sequentially consistent and reads the flag. `DropOldest`: the trim laps it. `DropNewest`
-//! has no meaning on a shared log and is refused at subscribe.
+//! once a message: after each message it lends it stores its position and reads the flag
+//! with no fence, and when it lets go of the block (`Reader::let_go_block`, before it takes
+//! another or waits) it stores the position again sequentially consistent and reads the
+//! flag. `DropOldest`: the trim laps it. `DropNewest` has no meaning on a shared log and is
+//! refused at subscribe.
 //!
 //! # Retiring
 //!
@@ -184,6 +185,10 @@ pub(crate) struct Log<T> {
     publisher_waiting: crate::util::padded::Padded<AtomicBool>,
     /// While a publisher waits: the position at which the subscription it waits for wakes it.
     wake_at: AtomicU64,
+    /// How many times workers woke a waiting publisher (`Reader::wake_publisher`), for the
+    /// tests of that handshake.
+    #[cfg(test)]
+    wakes: AtomicU64,
     /// `publish_async` calls wait here for a `Block` subscription to move.
     #[cfg(feature = "tokio")]
     room: crate::util::wake::Wake,
@@ -353,6 +358,8 @@ impl<T: Send + Sync + 'static> Log<T> {
             oldest: AtomicU64::new(0),
             publisher_waiting: crate::util::padded::Padded(AtomicBool::new(false)),
             wake_at: AtomicU64::new(0),
+            #[cfg(test)]
+            wakes: AtomicU64::new(0),
             #[cfg(feature = "tokio")]
             room: crate::util::wake::Wake::default(),
             #[cfg(feature = "tokio")]

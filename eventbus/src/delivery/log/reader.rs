@@ -394,10 +394,17 @@ impl<T: Send + Sync + 'static> Reader<T> {
         !self.lent.is_empty()
     }
 
-    /// The message in hand is finished: move the position on past it.
+    /// The message in hand is finished: move the position on past it. One lent from the
+    /// block in hand without the fence, since the block's end (`let_go_block`) makes up for
+    /// it; any other (taken under the ring lock: an owned reader's, a group's, one after a
+    /// lap) with it, since nothing comes after to make up for it.
     fn finish_in_hand(&mut self) {
         if let Some(seq) = self.in_hand.take() {
-            self.advance_lent(seq + 1);
+            let lent_to = self.lent_from + self.lent.len() as u64;
+            match (self.lent_from..lent_to).contains(&seq) {
+                true => self.advance_lent(seq + 1),
+                false => self.advance(seq + 1),
+            }
         }
     }
 
@@ -489,7 +496,10 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// delivery's time with a core busy (BENCHMARKS.md). Without it the flag may be seen a
     /// few messages late, or not before the block ends: `let_go_block` stores the position
     /// sequentially consistent and looks again, over the whole block, before the worker
-    /// takes another or waits.
+    /// takes another or waits. So a publisher that announced its wait just as a step's store
+    /// was on its way sleeps until the block's end at worst (or `RECHECK`, 5 ms, if the
+    /// block's handlers take longer), where the swap woke it at once. Only for messages lent
+    /// from the block in hand (`finish_in_hand`).
     #[inline(always)]
     fn advance_lent(&self, seq: u64) {
         self.cursor.position.store(seq, Release);
@@ -509,6 +519,8 @@ impl<T: Send + Sync + 'static> Reader<T> {
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
             let _ring = self.log.ring.lock();
             self.log.advanced.notify_all();
+            #[cfg(test)]
+            self.log.wakes.fetch_add(1, SeqCst);
         }
     }
 
@@ -763,16 +775,16 @@ mod tests {
         })
     }
 
-    /// A log keeping `retain` messages, and a lending `Block` reader (capacity 4) joined at
-    /// its start that has copied a block of three (m0, m1, m2) and lent m0; with the pool
-    /// and the stop channel (its sender, to keep it open).
+    /// A log keeping `retain` messages and a `Block` reader of it (capacity 4; a task's,
+    /// which does not lend, with `by_task`) joined at its start; with the stop channel (its
+    /// sender, to keep it open).
     #[allow(clippy::type_complexity)]
-    fn lending_a_block_of_three(
+    fn block_reader(
         retain: usize,
+        by_task: bool,
     ) -> (
         Arc<Log<String>>,
         Reader<String>,
-        Pool<Envelope<String>>,
         crossbeam_channel::Sender<()>,
         Receiver<()>,
     ) {
@@ -788,7 +800,7 @@ mod tests {
             stop: stop.clone(),
             poke: Box::new(|| {}),
         };
-        let mut reader = reader(&log, 1, 4, Overflow::Block, false, closing, |retirer| {
+        let reader = reader(&log, 1, 4, Overflow::Block, by_task, closing, |retirer| {
             SubscriptionCore::new(
                 1,
                 Arc::from("s"),
@@ -799,6 +811,22 @@ mod tests {
             )
         });
         reader.join(Start::Now);
+        (log, reader, keep, stop)
+    }
+
+    /// [`block_reader`], lending, once it has copied a block of three (m0, m1, m2) and lent
+    /// m0; with the pool.
+    #[allow(clippy::type_complexity)]
+    fn lending_a_block_of_three(
+        retain: usize,
+    ) -> (
+        Arc<Log<String>>,
+        Reader<String>,
+        Pool<Envelope<String>>,
+        crossbeam_channel::Sender<()>,
+        Receiver<()>,
+    ) {
+        let (log, mut reader, keep, stop) = block_reader(retain, false);
         let mut pool = Pool::new();
         for seq in 0..3 {
             append(&log, &mut pool, seq, &stop);
@@ -826,6 +854,37 @@ mod tests {
             "removed when the log's end was 3: nothing after"
         );
         assert!(log.ring.lock().held.is_empty(), "let go of with the block");
+    }
+
+    /// Both sides of the wait handshake at once, a litmus test (run under Miri, whose weak
+    /// memory makes the reorderings a store buffer does: `cargo +nightly miri test -p
+    /// eventbus --lib reader`): an owned reader (a task's) finishing the message that
+    /// reaches a waiting publisher's mark, and the publisher announcing its wait and
+    /// reading the position. One of the two must see the other, else the publisher sleeps
+    /// its `RECHECK` out with room made.
+    #[test]
+    fn an_owned_reader_and_a_waiting_publisher_see_one_another() {
+        for round in 0..if cfg!(miri) { 16 } else { 200 } {
+            let by_task = true;
+            let (log, mut reader, _keep, stop) = block_reader(8, by_task);
+            let mut pool = Pool::new();
+            for seq in 0..2 {
+                append(&log, &mut pool, seq, &stop);
+            }
+            assert_eq!(reader.take(false).map(|m| m.seq()), Some(0));
+            log.wake_at.store(1, SeqCst);
+            let cursor = Arc::clone(&reader.cursor);
+            let saw_room = std::thread::scope(|scope| {
+                // Finishes message 0: the position steps from 0 to the mark, 1.
+                scope.spawn(|| reader.take(false).map(|m| m.seq()));
+                log.publisher_waiting.0.store(true, SeqCst);
+                cursor.position.load(SeqCst) >= 1
+            });
+            assert!(
+                saw_room || log.wakes.load(SeqCst) == 1,
+                "round {round}: the publisher read no room and the reader did not wake it"
+            );
+        }
     }
 
     #[test]
