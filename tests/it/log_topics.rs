@@ -2,7 +2,7 @@
 //! trim, each overflow policy as a rule for positions, and what stats show.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eventbus::{
     Bus, Message, Options, Overflow, Retention, Start, SubscribeError, Topic, TryPublishError,
@@ -23,6 +23,10 @@ struct Aged(#[allow(dead_code)] u64);
 #[derive(Topic, Debug)]
 #[topic(retain = 100, retain_for = "150ms")]
 struct Fleeting(#[allow(dead_code)] u64);
+
+#[derive(Topic, Debug)]
+#[topic(retain = 1_000_000, retain_for = "22ms")]
+struct Brief(#[allow(dead_code)] u64);
 
 #[derive(Topic, Debug)]
 struct Plain;
@@ -150,7 +154,7 @@ fn two_batches_apart<T: Topic + std::fmt::Debug, R>(
             bus.publish(message(i)).unwrap();
         }
         std::thread::sleep(2 * age);
-        let second_batch = std::time::Instant::now();
+        let second_batch = Instant::now();
         for i in 3..6 {
             bus.publish(message(i)).unwrap();
         }
@@ -186,6 +190,41 @@ fn retain_for_trims_what_is_older_and_keeps_what_is_not() {
     });
     bus.close();
     assert_eq!(earliest.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
+}
+
+/// The log dates its messages with a clock that may lag by a tick (`delivery/log/clock.rs`):
+/// the trim must wait that tick out. Each message's publish is timed with the fine clock and
+/// the log's oldest seq read after each publish; a message trimmed by then was appended after
+/// its `before` and trimmed before `after`, so `after - before` bounds its age when trimmed
+/// from above, within the microseconds of a publish and a stats read. The age is no multiple
+/// of a 4 ms tick: at one, the millisecond the trim adds for its rounding hides the lag.
+#[test]
+fn retain_for_never_trims_a_message_younger_than_its_age() {
+    const AGE: Duration = Duration::from_millis(22);
+    let bus = Bus::builder().build();
+    let oldest = |bus: &Bus| {
+        let stats = bus.stats();
+        let topic = stats.topics.iter().find(|t| t.name == "Brief").unwrap();
+        topic.oldest.unwrap()
+    };
+    let mut published = Vec::new();
+    let mut checked = 0;
+    // Ten ages, and a few hundred messages aged out, however slowly this thread runs.
+    let started = Instant::now();
+    while checked < 500 || started.elapsed() < 10 * AGE {
+        let before = Instant::now();
+        bus.publish(Brief(published.len() as u64)).unwrap();
+        published.push(before);
+        let trimmed = oldest(&bus) as usize;
+        let after = Instant::now();
+        for (seq, before) in published.iter().enumerate().take(trimmed).skip(checked) {
+            let age = after - *before;
+            assert!(age >= AGE, "message {seq} trimmed at most {age:?} old");
+        }
+        checked = checked.max(trimmed);
+        assert!(published.len() < 1_000_000, "the log never trimmed");
+    }
+    bus.close();
 }
 
 #[test]

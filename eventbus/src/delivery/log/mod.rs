@@ -9,7 +9,8 @@
 //!
 //! The ring holds the messages themselves, in blocks of up to 64 cells (`slots.rs`,
 //! `message/log_block.rs`): a cell is the payload, its place in the block and when it was
-//! appended; the seq and topic are the block's. A `Message<T>` of a log topic points at its
+//! appended (by the log's clock, `clock.rs`: cheap, and up to a tick behind); the seq and
+//! topic are the block's. A `Message<T>` of a log topic points at its
 //! cell, and a reference to it counts on its block. Publishers append under the topic's
 //! order lock, so one at a time, and under the ring lock; each append trims the front to
 //! `retain` messages (seq `s - retain` before it writes `s`) and, with `retain_for`, drops
@@ -85,6 +86,7 @@
 //! publisher may take the wait-graph records (`deadlock.rs`), one at a time. Trimmed messages
 //! are let go of after it is released.
 
+mod clock;
 mod reader;
 mod shared;
 pub(crate) mod slots;
@@ -437,7 +439,7 @@ impl<T: Send + Sync + 'static> Log<T> {
                 }
             }
         };
-        let now = Instant::now();
+        let now = clock::now();
         // A full ring trims one message per append, `retain` before this one; what it lets go
         // of is dropped once the ring lock is (user code: the payloads' `Drop`).
         let mut trims = Trims::new();
@@ -580,12 +582,17 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// With `retain_for`: drops from the front what is older, but never what a `Block`
     /// subscription has yet to finish.
     fn trim_expired(&self, ring: &mut Ring<T>, now: Instant, trims: &mut Trims<T>) {
-        let Some(cutoff) = self.retention.max_age.and_then(|age| now.checked_sub(age)) else {
+        // A tick more than `max_age`: `now` and the stamps each lag the time by up to a tick
+        // (`clock.rs`), so a message `max_age` old by the log's clock may be younger by that.
+        let Some(cutoff) = (self.retention.max_age)
+            .and_then(|age| now.checked_sub(age.saturating_add(clock::tick())))
+        else {
             return;
         };
         let tail = self.tail.load(Relaxed);
         // Appended before the cutoff for certain (a stamp dates a message to the millisecond
-        // rounded down): a message is never trimmed early, and at most a millisecond late.
+        // rounded down): a message is never trimmed early, and at most two ticks and a
+        // millisecond late.
         // SAFETY: under the ring lock, which every write takes; only kept seqs are asked.
         let expired = |seq: u64| {
             seq < tail
@@ -617,7 +624,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// Joins several cursors at one position, in one step (a keyed group's readers: no
     /// message may fall between them).
     pub(crate) fn join_all(&self, cursors: &[Arc<Cursor>], start: Start) {
-        let now = Instant::now();
+        let now = clock::now();
         let mut trims = Trims::new();
         // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
         let mut ring = self.ring.lock();
@@ -628,7 +635,13 @@ impl<T: Send + Sync + 'static> Log<T> {
             Start::Now => tail,
             Start::Earliest => oldest,
             Start::Seq(seq) => seq,
-            Start::Since(age) => match now.checked_sub(age) {
+            // Early by a tick and a millisecond: a stamp is up to a tick behind `now`'s
+            // clock (`clock.rs`) and `appended_at` rounds it down to the millisecond, so a
+            // message published within `age` is never left out.
+            Start::Since(age) => match now.checked_sub(
+                age.saturating_add(clock::tick())
+                    .saturating_add(Duration::from_millis(1)),
+            ) {
                 None => oldest,
                 // SAFETY: under the ring lock, which every write takes.
                 Some(from) => (oldest..tail)

@@ -788,6 +788,22 @@ mod tests {
         crossbeam_channel::Sender<()>,
         Receiver<()>,
     ) {
+        let (log, reader, keep, stop) = unjoined_block_reader(retain, by_task);
+        reader.join(Start::Now);
+        (log, reader, keep, stop)
+    }
+
+    /// [`block_reader`], not joined yet.
+    #[allow(clippy::type_complexity)]
+    fn unjoined_block_reader(
+        retain: usize,
+        by_task: bool,
+    ) -> (
+        Arc<Log<String>>,
+        Reader<String>,
+        crossbeam_channel::Sender<()>,
+        Receiver<()>,
+    ) {
         let log = Arc::new(Log::new(
             "t",
             Retention {
@@ -810,7 +826,6 @@ mod tests {
                 retirer,
             )
         });
-        reader.join(Start::Now);
         (log, reader, keep, stop)
     }
 
@@ -915,5 +930,44 @@ mod tests {
             assert_eq!(worker.join().ok().flatten(), Some((true, "m3".into())));
         });
         log.publisher_waiting.0.store(false, SeqCst);
+    }
+
+    /// `Start::Since` starts early by the log's clock's tick and a millisecond (`clock.rs`,
+    /// `Log::join_all`): a message appended within the age of the join is never left out.
+    /// Appends 50 µs apart for twice the age, each timed before it, then a join timed after
+    /// it: a message whose `before` is within the age of `joined` was appended within the age
+    /// of the join's clock reading. The age is no multiple of a 4 ms tick (see the trim's
+    /// test in `tests/it/log_topics.rs`).
+    #[test]
+    #[cfg_attr(miri, ignore = "times real appends for 44 ms")]
+    fn since_leaves_out_no_message_appended_within_its_age() {
+        const AGE: Duration = Duration::from_millis(22);
+        for round in 0..10 {
+            let (log, reader, _keep, stop) = unjoined_block_reader(1 << 16, false);
+            let mut pool = Pool::new();
+            let mut appended: Vec<Instant> = Vec::new();
+            let started = Instant::now();
+            while started.elapsed() < 2 * AGE {
+                if appended
+                    .last()
+                    .is_some_and(|last| last.elapsed() < AGE / 440)
+                {
+                    continue;
+                }
+                appended.push(Instant::now());
+                append(&log, &mut pool, appended.len() as u64 - 1, &stop);
+            }
+            reader.join(Start::Since(AGE));
+            let joined = Instant::now();
+            let start = reader.cursor.start.load(Acquire);
+            let within = appended
+                .iter()
+                .position(|before| joined - *before <= AGE)
+                .expect("the last append is within the age") as u64;
+            assert!(
+                start <= within,
+                "round {round}: started at {start}, after {within}, appended within {AGE:?}"
+            );
+        }
     }
 }
