@@ -192,8 +192,8 @@ fn retain_for_trims_what_is_older_and_keeps_what_is_not() {
     assert_eq!(earliest.try_iter().collect::<Vec<_>>(), [3, 4, 5]);
 }
 
-/// The log dates its messages with a clock that may lag by a tick (`delivery/log/clock.rs`):
-/// the trim must wait that tick out. Each message's publish is timed with the fine clock and
+/// The log dates its messages with a clock that lags the time by a few milliseconds
+/// (`delivery/log/clock.rs`): the trim must wait that out. Each message's publish is timed with the fine clock and
 /// the log's oldest seq read after each publish; a message trimmed by then was appended after
 /// its `before` and trimmed before `after`, so `after - before` bounds its age when trimmed
 /// from above, within the microseconds of a publish and a stats read. The age is no multiple

@@ -39,13 +39,17 @@ pub enum Start {
     /// published yet, with it once it is (what comes before is not this subscription's).
     Seq(u64),
     /// With the first kept message published at most this long ago, or a little more: no
-    /// message published within it is left out (while the kernel keeps its coarse clock on
-    /// time: see [`Retention::max_age`]), and one up to a tick and a millisecond older may
-    /// be in. A log dates its messages with a clock cheap enough to read on every
-    /// publish: on Linux the kernel's coarse clock, which moves once a timer tick (1 to 4 ms,
-    /// `clock_getres(CLOCK_MONOTONIC_COARSE)`; on a kernel whose tick is longer, and
-    /// elsewhere, the fine clock: no tick). Stamps count milliseconds (seconds, for a
-    /// message published more than about 12 days after the first of its block of 64).
+    /// message published within it is left out, and one up to about 20 ms older (at `HZ=250`)
+    /// may be in.
+    /// A log dates its messages with a clock cheap enough to read on every publish: on Linux
+    /// the kernel's coarse clock, which moves on once a timer tick (1 to 4 ms,
+    /// `clock_getres(CLOCK_MONOTONIC_COARSE)`) and may run a few milliseconds behind; on a
+    /// kernel whose tick is longer, and elsewhere, the fine clock. So `Since` starts three
+    /// ticks and a millisecond early: that covers the clock's lag, unless the kernel lets it
+    /// fall further behind (a virtual machine's core held up by its host, say), when a
+    /// message published just within `age` may be left out. Stamps count milliseconds
+    /// (seconds, for a message published more than about 12 days after the first of its
+    /// block of 64).
     Since(Duration),
 }
 
@@ -83,12 +87,10 @@ impl Retention {
     }
 
     /// Keeps nothing older than `max_age` as well (what is older is trimmed as messages are
-    /// appended or subscribers join). A message is trimmed only once it is surely older: it
-    /// is dated to within a tick of the log's clock (see [`Start::Since`]) and to the
-    /// millisecond, so it may stay up to two ticks and a millisecond longer. Surely, that is,
-    /// while the kernel keeps its coarse clock on time: a machine whose timer interrupts are
-    /// held up (a virtual machine's core descheduled by its host) may trim a message early
-    /// by as long as its coarse clock fell behind.
+    /// appended or subscribers join). A message is trimmed only once the log's clock makes
+    /// it older by three ticks more (see [`Start::Since`]): so not early, unless the kernel
+    /// lets its coarse clock fall further behind than that, and up to about 20 ms late at
+    /// `HZ=250`.
     #[must_use = "a retention setter returns the changed retention"]
     pub const fn max_age(mut self, max_age: Duration) -> Self {
         self.max_age = Some(max_age);

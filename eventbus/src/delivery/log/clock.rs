@@ -5,16 +5,22 @@
 //! 30% of a 1 → 1 log publish's wall time (BENCHMARKS.md, "What the clock costs a
 //! publish"): the vDSO reads the time stamp counter, ordered with a fence. On Linux the log
 //! reads the kernel's coarse monotonic clock instead (`CLOCK_MONOTONIC_COARSE`): the time
-//! of the last timer tick, which the vDSO reads from memory the kernel writes once a tick.
-//! It is behind the fine clock by up to a tick ([`tick`]: `clock_getres`, 4 ms at
-//! `HZ=250`), so a stamp dates a message to within a tick, and the age trim waits a tick
-//! more than `retain_for` so that no message is trimmed early (`Log::trim_expired`). Where
-//! the coarse clock's tick is longer than [`MAX_TICK`], or on other systems, the clock is
-//! `Instant::now` and the tick is zero.
+//! the kernel last moved its clock on, once a timer tick ([`tick`]: `clock_getres`, 4 ms at
+//! `HZ=250`), which the vDSO reads from memory. Where the coarse clock's tick is longer
+//! than [`MAX_TICK`], or on other systems, the clock is `Instant::now` and the tick is zero.
+//!
+//! A reading is behind the time by up to a tick, and more when the kernel moves its clock
+//! on late (its steps fall on a grid of its own, and a timer interrupt may be held up): here,
+//! sampled after random sleeps and spins with both cores busy, from 1.8 to 9.5 ms behind
+//! with 4 ms ticks, 5.9 ms at the 99.9th percentile. Two readings' difference is off by as
+//! much as their lags differ. So what depends on an age allows [`slack`], three ticks: the
+//! age trim waits that much more than `retain_for` (`Log::trim_expired`), and `Start::Since`
+//! starts that much (and a millisecond) earlier (`Log::join_all`). A lag beyond it (a core
+//! of a virtual machine descheduled by its host, say) could trim a message early, or leave
+//! one out of a `Since`, by the excess.
 //!
 //! The readings are `Instant`s: the coarse time since an origin taken once, added to the
-//! `Instant` read at that origin. Their differences are the coarse clock's, so two readings
-//! differ from the fine clock's difference by less than a tick.
+//! `Instant` read at that origin. Their differences are the coarse clock's.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -24,7 +30,7 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_TICK: Duration = Duration::from_millis(4);
 
 /// The time to stamp an append with, or to measure stamps' ages against (see the module
-/// docs: within [`tick`] of `Instant::now`).
+/// docs: within [`slack`] of `Instant::now`, either way).
 #[inline]
 pub(crate) fn now() -> Instant {
     match origin() {
@@ -33,9 +39,15 @@ pub(crate) fn now() -> Instant {
     }
 }
 
-/// How far behind the fine clock [`now`] may be: zero where it is the fine clock.
+/// The coarse clock's tick: zero where the log reads the fine clock.
 pub(crate) fn tick() -> Duration {
     origin().map_or(Duration::ZERO, |origin| origin.tick)
+}
+
+/// How far two readings' difference may be off the time between them (see the module
+/// docs): three ticks, zero where the log reads the fine clock.
+pub(crate) fn slack() -> Duration {
+    3 * tick()
 }
 
 /// The coarse clock's reading at `at`, and its tick.
@@ -85,10 +97,8 @@ fn coarse() -> Duration {
     };
     // SAFETY: `time` is a valid, writable `timespec` for the length of the call, the only
     // memory `clock_gettime` writes; `CLOCK_MONOTONIC_COARSE` exists on every Linux since
-    // 2.6.32 (and `coarse_tick` has asked for it before any reading is used). It cannot fail
-    // with a valid clock and pointer; were it to, `time` stays zero and the readings stop
-    // (a stamp too early by the time since the origin: the trim then keeps the message
-    // longer, never shorter).
+    // 2.6.32. It cannot fail with a valid clock and pointer; were it to, `time` stays zero
+    // and the readings stop (`saturating_sub` in `now`).
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut time) };
     Duration::new(time.tv_sec as u64, time.tv_nsec as u32)
 }
@@ -126,27 +136,31 @@ fn coarse_tick() -> Option<Duration> {
 mod tests {
     use super::*;
 
+    /// Readings for five of the longest ticks (twenty under Miri, whose clock moves on
+    /// every read), each between two fine ones: never back, and off the fine clock by no
+    /// more than the slack either way (the origin's lag one way, this reading's the other).
     #[test]
-    fn readings_keep_within_a_tick_of_the_fine_clock_and_never_go_back() {
-        let tick = tick();
-        assert!(tick <= MAX_TICK);
+    fn readings_keep_within_the_slack_of_the_fine_clock_and_never_go_back() {
+        let slack = slack();
+        assert!(slack <= 3 * MAX_TICK);
+        let started = Instant::now();
         let mut last = now();
-        for _ in 0..if cfg!(miri) { 20 } else { 1_000 } {
+        let mut readings = 0;
+        while readings < 20 || (!cfg!(miri) && started.elapsed() < 5 * MAX_TICK) {
             let before = Instant::now();
             let reading = now();
             let after = Instant::now();
             assert!(reading >= last, "the clock went back");
-            // Off by less than a tick, either way: the origin's own reading was up to a tick
-            // behind, and so is this one.
             assert!(
-                reading + tick >= before,
-                "{reading:?} more than {tick:?} before {before:?}"
+                reading + slack >= before,
+                "{reading:?} more than {slack:?} before {before:?}"
             );
             assert!(
-                reading <= after + tick,
-                "{reading:?} more than {tick:?} after {after:?}"
+                reading <= after + slack,
+                "{reading:?} more than {slack:?} after {after:?}"
             );
             last = reading;
+            readings += 1;
         }
     }
 

@@ -9,7 +9,7 @@
 //!
 //! The ring holds the messages themselves, in blocks of up to 64 cells (`slots.rs`,
 //! `message/log_block.rs`): a cell is the payload, its place in the block and when it was
-//! appended (by the log's clock, `clock.rs`: cheap, and up to a tick behind); the seq and
+//! appended (by the log's clock, `clock.rs`: cheap, and a few milliseconds behind); the seq and
 //! topic are the block's. A `Message<T>` of a log topic points at its
 //! cell, and a reference to it counts on its block. Publishers append under the topic's
 //! order lock, so one at a time, and under the ring lock; each append trims the front to
@@ -582,17 +582,17 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// With `retain_for`: drops from the front what is older, but never what a `Block`
     /// subscription has yet to finish.
     fn trim_expired(&self, ring: &mut Ring<T>, now: Instant, trims: &mut Trims<T>) {
-        // A tick more than `max_age`: `now` and the stamps each lag the time by up to a tick
-        // (`clock.rs`), so a message `max_age` old by the log's clock may be younger by that.
+        // The clock's slack more than `max_age`: `now` and the stamps each lag the time
+        // (`clock.rs`), so a message `max_age` old by the log's clock may be younger.
         let Some(cutoff) = (self.retention.max_age)
-            .and_then(|age| now.checked_sub(age.saturating_add(clock::tick())))
+            .and_then(|age| now.checked_sub(age.saturating_add(clock::slack())))
         else {
             return;
         };
         let tail = self.tail.load(Relaxed);
         // Appended before the cutoff for certain (a stamp dates a message to the millisecond
-        // rounded down): a message is never trimmed early, and at most two ticks and a
-        // millisecond late.
+        // rounded down): a message is not trimmed early, and at most the slack, the lags'
+        // difference and a millisecond late.
         // SAFETY: under the ring lock, which every write takes; only kept seqs are asked.
         let expired = |seq: u64| {
             seq < tail
@@ -635,11 +635,11 @@ impl<T: Send + Sync + 'static> Log<T> {
             Start::Now => tail,
             Start::Earliest => oldest,
             Start::Seq(seq) => seq,
-            // Early by a tick and a millisecond: a stamp is up to a tick behind `now`'s
-            // clock (`clock.rs`) and `appended_at` rounds it down to the millisecond, so a
-            // message published within `age` is never left out.
+            // Early by the clock's slack and a millisecond: a stamp may lag more than `now`
+            // (`clock.rs`) and `appended_at` rounds it down to the millisecond, so a message
+            // published within `age` is not left out.
             Start::Since(age) => match now.checked_sub(
-                age.saturating_add(clock::tick())
+                age.saturating_add(clock::slack())
                     .saturating_add(Duration::from_millis(1)),
             ) {
                 None => oldest,

@@ -932,8 +932,8 @@ mod tests {
         log.publisher_waiting.0.store(false, SeqCst);
     }
 
-    /// `Start::Since` starts early by the log's clock's tick and a millisecond (`clock.rs`,
-    /// `Log::join_all`): a message appended within the age of the join is never left out.
+    /// `Start::Since` starts early by the log's clock's slack and a millisecond (`clock.rs`,
+    /// `Log::join_all`): a message appended within the age of the join is not left out.
     /// Appends 50 µs apart for twice the age, each timed before it, then a join timed after
     /// it: a message whose `before` is within the age of `joined` was appended within the age
     /// of the join's clock reading. The age is no multiple of a 4 ms tick (see the trim's
@@ -942,7 +942,8 @@ mod tests {
     #[cfg_attr(miri, ignore = "times real appends for 44 ms")]
     fn since_leaves_out_no_message_appended_within_its_age() {
         const AGE: Duration = Duration::from_millis(22);
-        for round in 0..10 {
+        let mut checked = 0;
+        for round in 0..50 {
             let (log, reader, _keep, stop) = unjoined_block_reader(1 << 16, false);
             let mut pool = Pool::new();
             let mut appended: Vec<Instant> = Vec::new();
@@ -960,14 +961,20 @@ mod tests {
             reader.join(Start::Since(AGE));
             let joined = Instant::now();
             let start = reader.cursor.start.load(Acquire);
-            let within = appended
-                .iter()
-                .position(|before| joined - *before <= AGE)
-                .expect("the last append is within the age") as u64;
+            // None within the age: this thread was kept off its core for longer, and the
+            // round proves nothing.
+            let Some(within) = appended.iter().position(|before| joined - *before <= AGE) else {
+                continue;
+            };
             assert!(
-                start <= within,
+                start <= within as u64,
                 "round {round}: started at {start}, after {within}, appended within {AGE:?}"
             );
+            checked += 1;
+            if checked == 10 {
+                return;
+            }
         }
+        panic!("in 50 rounds, only {checked} joined within {AGE:?} of an append");
     }
 }
