@@ -775,35 +775,24 @@ mod tests {
         })
     }
 
-    /// A log keeping `retain` messages and a `Block` reader of it (capacity 4; a task's,
-    /// which does not lend, with `by_task`) joined at its start; with the stop channel (its
-    /// sender, to keep it open).
-    #[allow(clippy::type_complexity)]
-    fn block_reader(
-        retain: usize,
-        by_task: bool,
-    ) -> (
+    /// A log, a reader of it, and its stop channel (the sender, to keep it open).
+    type LogAndReader = (
         Arc<Log<String>>,
         Reader<String>,
         crossbeam_channel::Sender<()>,
         Receiver<()>,
-    ) {
+    );
+
+    /// A log keeping `retain` messages and a `Block` reader of it (capacity 4; a task's,
+    /// which does not lend, with `by_task`) joined at its start.
+    fn block_reader(retain: usize, by_task: bool) -> LogAndReader {
         let (log, reader, keep, stop) = unjoined_block_reader(retain, by_task);
         reader.join(Start::Now);
         (log, reader, keep, stop)
     }
 
     /// [`block_reader`], not joined yet.
-    #[allow(clippy::type_complexity)]
-    fn unjoined_block_reader(
-        retain: usize,
-        by_task: bool,
-    ) -> (
-        Arc<Log<String>>,
-        Reader<String>,
-        crossbeam_channel::Sender<()>,
-        Receiver<()>,
-    ) {
+    fn unjoined_block_reader(retain: usize, by_task: bool) -> LogAndReader {
         let log = Arc::new(Log::new(
             "t",
             Retention {
