@@ -3,9 +3,11 @@
 //!
 //! A message's value lives in its cell, with the cell's place in the block and when it was
 //! appended (milliseconds since the block was made; seconds, past about 12 days); its seq
-//! and topic are the header's. So a kept message costs its value and eight bytes, and the header and the
-//! block's own fields are shared by all its cells, where a message of its own cost a
-//! header, a pool link and a slot in the ring (BENCHMARKS.md, "A log topic's memory").
+//! and topic are the header's. So a kept message costs its value and eight bytes, and the
+//! header and the block's own fields are shared by all its cells, where a message of its
+//! own cost a header, a pool link and a slot in the ring (BENCHMARKS.md, "A log topic's
+//! memory"). Times here are the log's clock's readings, nanoseconds as a `u64`
+//! (`delivery/log/clock.rs`): this module works with them and reads no clock.
 //!
 //! # Who lets go of what
 //!
@@ -41,7 +43,6 @@ use std::sync::atomic::{
     fence, AtomicUsize,
     Ordering::{Acquire, Release},
 };
-use std::time::{Duration, Instant};
 
 use crate::message::shared::{cells_at, Cell, Header, Kind, Shared};
 
@@ -51,6 +52,9 @@ pub(crate) const CELLS: u32 = 64;
 /// A cell's stamp bit that says its message is kept out of line (see the module docs).
 const OUT_OF_LINE: u32 = 1 << 31;
 
+const NANOS_A_MILLI: u64 = 1_000_000;
+const NANOS_A_SECOND: u64 = 1_000_000_000;
+
 /// A stamp's bit that says it counts seconds, not milliseconds: a cell appended 2³⁰
 /// milliseconds (about 12 days) or more after its block was made is dated to the second.
 const SECONDS: u32 = 1 << 30;
@@ -58,12 +62,13 @@ const SECONDS: u32 = 1 << 30;
 /// What a log's block keeps after its cells.
 #[repr(C)]
 struct Meta {
-    /// When the block was made: its cells' stamps count milliseconds from here.
-    epoch: Instant,
-    /// The stamp of the last append, and when it goes stale (a millisecond on): appends
-    /// before then take it as it is, without working out a duration (see `stamp_for`).
+    /// When the block was made, on the log's clock (nanoseconds, see the module docs): its
+    /// cells' stamps count milliseconds from here.
+    epoch: u64,
+    /// The stamp of the last append, and when it goes stale (the next millisecond): appends
+    /// before then take it as it is, without working it out (see `stamp_for`).
     stamp: u32,
-    stale_at: Instant,
+    stale_at: u64,
     /// Cells `0..written` were appended (with a value, or out of line). Written by the log,
     /// under its ring lock; read by the block's last release, after the count's fence.
     written: u32,
@@ -107,7 +112,7 @@ unsafe impl<V: Send + Sync> Sync for LogBlock<V> {}
 impl<V> LogBlock<V> {
     /// A new block for seqs `base..base + cells` of `topic`, none written yet, counted once:
     /// the log's reference.
-    pub(crate) fn new(base: u64, topic: &'static str, cells: u32, epoch: Instant) -> Self {
+    pub(crate) fn new(base: u64, topic: &'static str, cells: u32, epoch: u64) -> Self {
         let (layout, meta) = layout::<V>(cells);
         // SAFETY: the layout has a header, so a non-zero size.
         let start = unsafe { alloc(layout) };
@@ -203,7 +208,7 @@ impl<V> LogBlock<V> {
     /// Under the log's lock (one writer); cells `0..index` are appended and `index` is not
     /// (so no reference to it exists).
     #[inline(always)]
-    pub(crate) unsafe fn append(&self, index: u32, value: V, at: Instant) {
+    pub(crate) unsafe fn append(&self, index: u32, value: V, at: u64) {
         let cell = self.cell(index);
         // SAFETY: the caller's promise: the cell is this writer's alone until the log
         // publishes it (its tail, with release), and the meta is written under the lock.
@@ -219,7 +224,7 @@ impl<V> LogBlock<V> {
     /// # Safety
     ///
     /// As [`append`](Self::append).
-    pub(crate) unsafe fn append_out_of_line(&self, index: u32, at: Instant) {
+    pub(crate) unsafe fn append_out_of_line(&self, index: u32, at: u64) {
         let cell = self.cell(index);
         // SAFETY: as in `append`.
         unsafe {
@@ -234,28 +239,26 @@ impl<V> LogBlock<V> {
     ///
     /// Under the log's lock (the meta's cache is written here).
     #[inline(always)]
-    unsafe fn stamp_for(&self, at: Instant) -> u32 {
+    unsafe fn stamp_for(&self, at: u64) -> u32 {
         let meta = self.meta();
         // SAFETY: the caller's promise: the meta is the log's under its lock.
         unsafe {
-            // Most appends come within the same millisecond as the one before: comparing two
-            // `Instant`s costs a few instructions, working out a duration about fifty.
+            // Most appends come within the same millisecond as the one before (the coarse
+            // clock moves once a tick): one comparison, no division.
             if at < (*meta).stale_at {
                 return (*meta).stamp;
             }
             let epoch = (*meta).epoch;
-            let since = at.saturating_duration_since(epoch);
-            // In `u64`, not `as_millis`'s `u128`.
-            let ms = since.as_secs().saturating_mul(1000) + u64::from(since.subsec_millis());
-            let (stamp, next) = match u32::try_from(ms) {
-                Ok(ms) if ms < SECONDS => (ms, Duration::from_millis(u64::from(ms) + 1)),
+            let since = at.saturating_sub(epoch);
+            let (stamp, next) = match u32::try_from(since / NANOS_A_MILLI) {
+                Ok(ms) if ms < SECONDS => (ms, (u64::from(ms) + 1) * NANOS_A_MILLI),
                 _ => {
-                    let secs = since.as_secs().min(u64::from(SECONDS - 1));
-                    (SECONDS | secs as u32, Duration::from_secs(secs + 1))
+                    let secs = (since / NANOS_A_SECOND).min(u64::from(SECONDS - 1));
+                    (SECONDS | secs as u32, (secs + 1) * NANOS_A_SECOND)
                 }
             };
             (*meta).stamp = stamp;
-            (*meta).stale_at = epoch.checked_add(next).unwrap_or(at);
+            (*meta).stale_at = epoch.saturating_add(next);
             stamp
         }
     }
@@ -267,15 +270,14 @@ impl<V> LogBlock<V> {
     ///
     /// The cell was appended, and the caller's view of the log publishes that (its lock, or
     /// the tail read with acquire).
-    pub(crate) unsafe fn appended_at(&self, index: u32) -> Instant {
+    pub(crate) unsafe fn appended_at(&self, index: u32) -> u64 {
         // SAFETY: the caller's promise; `epoch` is written once, at `new`.
         let (stamp, epoch) = unsafe { ((*self.cell(index)).stamp, (*self.meta()).epoch) };
         let stamp = stamp & !OUT_OF_LINE;
-        epoch
-            + match stamp & SECONDS {
-                0 => Duration::from_millis(u64::from(stamp)),
-                _ => Duration::from_secs(u64::from(stamp & !SECONDS)),
-            }
+        epoch.saturating_add(match stamp & SECONDS {
+            0 => u64::from(stamp) * NANOS_A_MILLI,
+            _ => u64::from(stamp & !SECONDS) * NANOS_A_SECOND,
+        })
     }
 
     /// The end of the interval its stamp dates cell `index` to: it was appended before this
@@ -285,13 +287,13 @@ impl<V> LogBlock<V> {
     /// # Safety
     ///
     /// As [`appended_at`](Self::appended_at).
-    pub(crate) unsafe fn appended_before(&self, index: u32) -> Instant {
+    pub(crate) unsafe fn appended_before(&self, index: u32) -> u64 {
         // SAFETY: the caller's promise.
         let (at, stamp) = unsafe { (self.appended_at(index), (*self.cell(index)).stamp) };
-        at + match stamp & SECONDS {
-            0 => Duration::from_millis(1),
-            _ => Duration::from_secs(1),
-        }
+        at.saturating_add(match stamp & SECONDS {
+            0 => NANOS_A_MILLI,
+            _ => NANOS_A_SECOND,
+        })
     }
 
     /// Whether cell `index` holds no value, its message kept out of line.

@@ -19,8 +19,10 @@
 //! of a virtual machine descheduled by its host, say) could trim a message early, or leave
 //! one out of a `Since`, by the excess.
 //!
-//! The readings are `Instant`s: the coarse time since an origin taken once, added to the
-//! `Instant` read at that origin. Their differences are the coarse clock's.
+//! A reading is a [`Time`]: nanoseconds on the clock the log reads, as a `u64`. An
+//! `Instant` made of the coarse time (an origin's `Instant` plus the coarse time since)
+//! cost a publish about thirty instructions of carries and checks (BENCHMARKS.md); a
+//! `u64` is compared and subtracted in one each.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -29,19 +31,70 @@ use std::time::{Duration, Instant};
 /// built with `HZ=100`), the log reads the fine clock.
 pub(crate) const MAX_TICK: Duration = Duration::from_millis(4);
 
+/// A reading of the log's clock: nanoseconds since the coarse clock's start (the machine's
+/// boot, on Linux), or, where the log reads the fine clock, since its first reading.
+/// Readings of one process are of one clock, and only their differences mean anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Time(u64);
+
+impl Time {
+    /// The reading `nanos` nanoseconds on (a stamp's, `log_block.rs`).
+    pub(crate) const fn from_nanos(nanos: u64) -> Self {
+        Time(nanos)
+    }
+
+    pub(crate) const fn nanos(self) -> u64 {
+        self.0
+    }
+
+    /// The reading `by` before this one, if the clock had started then.
+    pub(crate) fn checked_sub(self, by: Duration) -> Option<Self> {
+        u64::try_from(by.as_nanos())
+            .ok()
+            .and_then(|by| self.0.checked_sub(by))
+            .map(Time)
+    }
+}
+
+impl std::ops::Add<Duration> for Time {
+    type Output = Time;
+
+    /// Saturating: some 584 years of nanoseconds is the clock's end.
+    fn add(self, by: Duration) -> Time {
+        Time(
+            self.0
+                .saturating_add(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX)),
+        )
+    }
+}
+
+impl std::ops::Sub for Time {
+    type Output = Duration;
+
+    /// The time from `earlier` to this reading, zero if it is later.
+    fn sub(self, earlier: Time) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
 /// The time to stamp an append with, or to measure stamps' ages against (see the module
-/// docs: within [`slack`] of `Instant::now`, either way).
+/// docs: within [`slack`] of the time, either way).
 #[inline]
-pub(crate) fn now() -> Instant {
-    match origin() {
-        Some(origin) => origin.at + coarse().saturating_sub(origin.coarse),
-        None => Instant::now(),
+pub(crate) fn now() -> Time {
+    match source() {
+        Source::Coarse { .. } => Time(coarse_nanos()),
+        Source::Fine { origin } => {
+            Time(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        }
     }
 }
 
 /// The coarse clock's tick: zero where the log reads the fine clock.
 pub(crate) fn tick() -> Duration {
-    origin().map_or(Duration::ZERO, |origin| origin.tick)
+    match source() {
+        Source::Coarse { tick } => *tick,
+        Source::Fine { .. } => Duration::ZERO,
+    }
 }
 
 /// How far two readings' difference may be off the time between them (see the module
@@ -50,47 +103,30 @@ pub(crate) fn slack() -> Duration {
     3 * tick()
 }
 
-/// The coarse clock's reading at `at`, and its tick.
-#[derive(Clone, Copy, Debug)]
-struct Origin {
-    at: Instant,
-    coarse: Duration,
-    tick: Duration,
+/// The clock the log reads, chosen once.
+#[derive(Debug)]
+enum Source {
+    /// The kernel's coarse clock, whose tick is this.
+    Coarse { tick: Duration },
+    /// `Instant::now`, counted from `origin`.
+    Fine { origin: Instant },
 }
 
-/// The origin, taken once; `None` where the log reads the fine clock.
 #[inline]
-fn origin() -> Option<&'static Origin> {
-    static ORIGIN: OnceLock<Option<Origin>> = OnceLock::new();
-    ORIGIN
-        .get_or_init(|| {
-            let tick = coarse_tick().filter(|tick| *tick <= MAX_TICK)?;
-            // The fine reading between two equal coarse ones: no tick between them, so `at`
-            // is less than a tick after `coarse`, however long this thread was preempted.
-            // Tried again if a tick fell between (ticks are milliseconds apart: the second
-            // try at the latest), a few times at most: a clock that moves on every read
-            // (Miri's) takes the last try's pair.
-            let mut coarse_before = coarse();
-            let mut tries = 0;
-            loop {
-                let at = Instant::now();
-                let coarse_after = coarse();
-                tries += 1;
-                if coarse_after == coarse_before || tries == 4 {
-                    return Some(Origin {
-                        at,
-                        coarse: coarse_before,
-                        tick,
-                    });
-                }
-                coarse_before = coarse_after;
-            }
-        })
-        .as_ref()
+fn source() -> &'static Source {
+    static SOURCE: OnceLock<Source> = OnceLock::new();
+    SOURCE.get_or_init(|| match coarse_tick().filter(|tick| *tick <= MAX_TICK) {
+        Some(tick) => Source::Coarse { tick },
+        None => Source::Fine {
+            origin: Instant::now(),
+        },
+    })
 }
 
+/// The coarse clock's reading, in nanoseconds.
 #[cfg(target_os = "linux")]
-fn coarse() -> Duration {
+#[inline]
+fn coarse_nanos() -> u64 {
     let mut time = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -98,9 +134,12 @@ fn coarse() -> Duration {
     // SAFETY: `time` is a valid, writable `timespec` for the length of the call, the only
     // memory `clock_gettime` writes; `CLOCK_MONOTONIC_COARSE` exists on every Linux since
     // 2.6.32. It cannot fail with a valid clock and pointer; were it to, `time` stays zero
-    // and the readings stop (`saturating_sub` in `now`).
+    // and the clock stops (never goes back: `trim_expired` and `Since` see no age).
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut time) };
-    Duration::new(time.tv_sec as u64, time.tv_nsec as u32)
+    // A monotonic clock's seconds and nanoseconds are never negative.
+    (time.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(time.tv_nsec as u64)
 }
 
 /// The coarse clock's resolution, if it has one.
@@ -122,9 +161,10 @@ fn coarse_tick() -> Option<Duration> {
     Some(MAX_TICK)
 }
 
+/// Never read: off Linux the clock is the fine one.
 #[cfg(not(target_os = "linux"))]
-fn coarse() -> Duration {
-    Duration::ZERO
+fn coarse_nanos() -> u64 {
+    0
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -137,31 +177,51 @@ mod tests {
     use super::*;
 
     /// Readings for five of the longest ticks (twenty under Miri, whose clock moves on
-    /// every read), each between two fine ones: never back, and off the fine clock by no
-    /// more than the slack either way (the origin's lag one way, this reading's the other).
+    /// every read), each between two fine ones: never back, and the time since the first
+    /// off the fine clock's by no more than the slack either way (the first reading's lag
+    /// one way, this one's the other).
     #[test]
     fn readings_keep_within_the_slack_of_the_fine_clock_and_never_go_back() {
         let slack = slack();
         assert!(slack <= 3 * MAX_TICK);
         let started = Instant::now();
-        let mut last = now();
+        let first = now();
+        let first_after = Instant::now();
+        let mut last = first;
         let mut readings = 0;
         while readings < 20 || (!cfg!(miri) && started.elapsed() < 5 * MAX_TICK) {
             let before = Instant::now();
             let reading = now();
             let after = Instant::now();
             assert!(reading >= last, "the clock went back");
+            let since = reading - first;
             assert!(
-                reading + slack >= before,
-                "{reading:?} more than {slack:?} before {before:?}"
+                since + slack >= before - first_after,
+                "{since:?} since the first reading, {:?} at least by the fine clock",
+                before - first_after
             );
             assert!(
-                reading <= after + slack,
-                "{reading:?} more than {slack:?} after {after:?}"
+                since <= (after - started) + slack,
+                "{since:?} since the first reading, {:?} at most by the fine clock",
+                after - started
             );
             last = reading;
             readings += 1;
         }
+    }
+
+    #[test]
+    fn a_reading_less_a_duration_is_one_the_clock_had_or_none() {
+        let at = Time::from_nanos(5_000_000);
+        assert_eq!(
+            at.checked_sub(Duration::from_millis(2)),
+            Some(Time::from_nanos(3_000_000))
+        );
+        assert_eq!(at.checked_sub(Duration::from_millis(6)), None);
+        assert_eq!(at.checked_sub(Duration::MAX), None);
+        assert_eq!(at + Duration::MAX, Time::from_nanos(u64::MAX));
+        assert_eq!(Time::from_nanos(1) - at, Duration::ZERO);
+        assert_eq!(at - Time::from_nanos(1), Duration::from_nanos(4_999_999));
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]

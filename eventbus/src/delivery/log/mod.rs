@@ -581,7 +581,7 @@ impl<T: Send + Sync + 'static> Log<T> {
 
     /// With `retain_for`: drops from the front what is older, but never what a `Block`
     /// subscription has yet to finish.
-    fn trim_expired(&self, ring: &mut Ring<T>, now: Instant, trims: &mut Trims<T>) {
+    fn trim_expired(&self, ring: &mut Ring<T>, now: clock::Time, trims: &mut Trims<T>) {
         // The clock's slack more than `max_age`: `now` and the stamps each lag the time
         // (`clock.rs`), so a message `max_age` old by the log's clock may be younger.
         let Some(cutoff) = (self.retention.max_age)

@@ -10,14 +10,13 @@
 //! stored its block in the table and wrote its cell before it moved the tail, with release)
 //! and at or past its protected position, which no trim passes (see `mod.rs`).
 
+use crate::delivery::log::clock::Time;
+use crate::message::log_block::{LogBlock, CELLS};
+use crate::message::shared::{Header, Shared};
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::OnceLock;
-use std::time::Instant;
-
-use crate::message::log_block::{LogBlock, CELLS};
-use crate::message::shared::{Header, Shared};
 
 /// Entries in a group of the table: a million messages' blocks, 128 KiB.
 const GROUP: usize = 1 << 14;
@@ -127,11 +126,12 @@ impl<V> Slots<V> {
     /// Under the ring lock; `seq` is the log's next, and every seq a table's length of blocks
     /// before it was trimmed.
     #[inline(always)]
-    pub(crate) unsafe fn append(&self, seq: u64, value: Option<V>, at: Instant) {
+    pub(crate) unsafe fn append(&self, seq: u64, value: Option<V>, at: Time) {
         let (entry, index) = self.entry_or_make(seq);
         let raw = match index {
             0 => {
-                let raw = LogBlock::<V>::new(seq, self.topic, self.cells() as u32, at).into_raw();
+                let raw =
+                    LogBlock::<V>::new(seq, self.topic, self.cells() as u32, at.nanos()).into_raw();
                 let before = entry.swap(raw, Release);
                 // Once in 64 appends: a block left in the table would leak.
                 assert!(before.is_null(), "the block before was trimmed whole");
@@ -147,8 +147,8 @@ impl<V> Slots<V> {
             let block = ManuallyDrop::new(LogBlock::<V>::from_raw(raw));
             debug_assert_eq!(block.base(), seq - u64::from(index));
             match value {
-                Some(value) => block.append(index, value, at),
-                None => block.append_out_of_line(index, at),
+                Some(value) => block.append(index, value, at.nanos()),
+                None => block.append_out_of_line(index, at.nanos()),
             }
         }
     }
@@ -203,11 +203,11 @@ impl<V> Slots<V> {
     /// # Safety
     ///
     /// As [`message`](Self::message).
-    pub(crate) unsafe fn appended_before(&self, seq: u64) -> Option<Instant> {
+    pub(crate) unsafe fn appended_before(&self, seq: u64) -> Option<Time> {
         // SAFETY: the caller's promise.
         unsafe {
             let (block, index) = self.block(seq)?;
-            Some(block.appended_before(index))
+            Some(Time::from_nanos(block.appended_before(index)))
         }
     }
 
@@ -216,11 +216,11 @@ impl<V> Slots<V> {
     /// # Safety
     ///
     /// As [`message`](Self::message).
-    pub(crate) unsafe fn appended_at(&self, seq: u64) -> Option<Instant> {
+    pub(crate) unsafe fn appended_at(&self, seq: u64) -> Option<Time> {
         // SAFETY: the caller's promise.
         unsafe {
             let (block, index) = self.block(seq)?;
-            Some(block.appended_at(index))
+            Some(Time::from_nanos(block.appended_at(index)))
         }
     }
 }
@@ -252,6 +252,7 @@ unsafe impl<V: Send + Sync> Send for Slots<V> {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delivery::log::clock;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::Arc;
 
@@ -281,7 +282,7 @@ mod tests {
         assert_eq!(slots.cells(), 4, "rounded up to a power of two");
         assert_eq!(slots.mask + 1, 2, "3 messages and the block being filled");
         assert_eq!(read(&slots, 0), None, "nothing appended yet");
-        let now = Instant::now();
+        let now = clock::now();
         // SAFETY (all): one thread, appends in order, trims behind them.
         unsafe {
             for seq in 0..6 {
@@ -327,7 +328,7 @@ mod tests {
     fn a_referenced_block_keeps_its_trimmed_values_until_let_go_of() {
         let drops = Arc::new(AtomicUsize::new(0));
         let slots = Slots::new(2, "t");
-        let now = Instant::now();
+        let now = clock::now();
         // SAFETY (all): one thread.
         let kept = unsafe {
             slots.append(0, Some(tally(&drops, 0)), now);
@@ -354,7 +355,7 @@ mod tests {
     fn a_handle_on_a_cell_stays_good_while_the_cells_before_it_are_trimmed() {
         let drops = Arc::new(AtomicUsize::new(0));
         let slots = Slots::new(4, "t");
-        let now = Instant::now();
+        let now = clock::now();
         // SAFETY (all): one thread; the handle on seq 3 is used while 3 is kept, as a lending
         // reader's at its position is.
         unsafe {
@@ -379,7 +380,7 @@ mod tests {
     fn a_trim_that_finds_the_log_alone_takes_out_what_earlier_ones_left() {
         let drops = Arc::new(AtomicUsize::new(0));
         let slots = Slots::new(4, "t");
-        let now = Instant::now();
+        let now = clock::now();
         // SAFETY (all): one thread.
         unsafe {
             for seq in 0..4 {
@@ -400,7 +401,7 @@ mod tests {
     fn out_of_line_cells_hold_no_value_and_show_no_message() {
         let drops = Arc::new(AtomicUsize::new(0));
         let slots = Slots::new(2, "t");
-        let now = Instant::now();
+        let now = clock::now();
         // SAFETY (all): one thread.
         unsafe {
             slots.append(0, None, now);
@@ -423,7 +424,7 @@ mod tests {
         assert_eq!(slots.groups.len(), entries / GROUP);
         let last = capacity as u64 - 1;
         // SAFETY: one thread; a block is made at its first cell.
-        unsafe { slots.append(last - 63, Some(9), Instant::now()) };
+        unsafe { slots.append(last - 63, Some(9), clock::now()) };
         assert_eq!(unsafe { slots.message(last - 63) }.map(|m| **m), Some(9));
         assert!(unsafe { slots.message(0) }.is_none());
         assert_eq!(slots.groups.iter().filter(|g| g.get().is_some()).count(), 1);
@@ -432,7 +433,7 @@ mod tests {
     #[test]
     fn stamps_keep_the_append_time_to_the_millisecond() {
         let slots: Slots<u8> = Slots::new(8, "t");
-        let first = Instant::now();
+        let first = clock::now();
         let later = first + std::time::Duration::from_millis(1500);
         // SAFETY (all): one thread.
         unsafe {
@@ -447,7 +448,7 @@ mod tests {
     #[test]
     fn stamps_past_twelve_days_keep_the_append_time_to_the_second() {
         let slots: Slots<u8> = Slots::new(8, "t");
-        let first = Instant::now();
+        let first = clock::now();
         let days =
             std::time::Duration::from_secs(13 * 24 * 3600) + std::time::Duration::from_millis(2500);
         // SAFETY (all): one thread.
@@ -480,7 +481,7 @@ mod tests {
         }
         let drops = Arc::new(AtomicUsize::new(0));
         let slots = Slots::new(4, "t");
-        let now = Instant::now();
+        let now = clock::now();
         // SAFETY (all): one thread.
         unsafe {
             for seq in 0..3 {
@@ -501,7 +502,7 @@ mod tests {
         for round in 0..rounds {
             let drops = Arc::new(AtomicUsize::new(0));
             let slots = Slots::new(4, "t");
-            let now = Instant::now();
+            let now = clock::now();
             // SAFETY (all): appends and trims on this thread; the others hold counted
             // references only.
             let references: Vec<_> = unsafe {
