@@ -193,11 +193,12 @@ fn retain_for_trims_what_is_older_and_keeps_what_is_not() {
 }
 
 /// The log dates its messages with a clock that lags the time by a few milliseconds
-/// (`delivery/log/clock.rs`): the trim must wait that out. Each message's publish is timed with the fine clock and
-/// the log's oldest seq read after each publish; a message trimmed by then was appended after
-/// its `before` and trimmed before `after`, so `after - before` bounds its age when trimmed
-/// from above, within the microseconds of a publish and a stats read. The age is no multiple
-/// of a 4 ms tick: at one, the millisecond the trim adds for its rounding hides the lag.
+/// (`delivery/log/clock.rs`): the trim must wait that out. Each message's publish is timed
+/// with the fine clock and the log's oldest seq read after each publish; a message trimmed by
+/// then was appended after its `before` and trimmed before `after`, so `after - before`
+/// bounds its age when trimmed from above, within the microseconds of a publish and a stats
+/// read. The age is no multiple of a 4 ms tick: at one, the millisecond the trim adds for its
+/// rounding hides the lag.
 #[test]
 fn retain_for_never_trims_a_message_younger_than_its_age() {
     const AGE: Duration = Duration::from_millis(22);

@@ -171,6 +171,8 @@ pub(crate) struct RoomWait<'a> {
 pub(crate) struct Log<T> {
     topic: &'static str,
     retention: Retention,
+    /// The clock's slack (`clock::slack`), read once: the age trim asks it on every append.
+    slack: Duration,
     /// The messages kept: seqs `oldest..tail`. Written under the ring lock.
     slots: Slots<Envelope<T>>,
     ring: Mutex<Ring<T>>,
@@ -345,6 +347,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         Log {
             topic,
             retention,
+            slack: clock::slack(),
             slots: Slots::new(retention.messages, topic),
             ring: Mutex::new(Ring {
                 cursors: Vec::new(),
@@ -585,7 +588,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         // The clock's slack more than `max_age`: `now` and the stamps each lag the time
         // (`clock.rs`), so a message `max_age` old by the log's clock may be younger.
         let Some(cutoff) = (self.retention.max_age)
-            .and_then(|age| now.checked_sub(age.saturating_add(clock::slack())))
+            .and_then(|age| now.checked_sub(age.saturating_add(self.slack)))
         else {
             return;
         };
@@ -639,7 +642,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             // (`clock.rs`) and `appended_at` rounds it down to the millisecond, so a message
             // published within `age` is not left out.
             Start::Since(age) => match now.checked_sub(
-                age.saturating_add(clock::slack())
+                age.saturating_add(self.slack)
                     .saturating_add(Duration::from_millis(1)),
             ) {
                 None => oldest,

@@ -818,18 +818,18 @@ mod tests {
         (log, reader, keep, stop)
     }
 
-    /// [`block_reader`], lending, once it has copied a block of three (m0, m1, m2) and lent
-    /// m0; with the pool.
-    #[allow(clippy::type_complexity)]
-    fn lending_a_block_of_three(
-        retain: usize,
-    ) -> (
+    /// A log, a reader of it, the pool its appends take blocks from, and its stop channel.
+    type LogReaderAndPool = (
         Arc<Log<String>>,
         Reader<String>,
         Pool<Envelope<String>>,
         crossbeam_channel::Sender<()>,
         Receiver<()>,
-    ) {
+    );
+
+    /// [`block_reader`], lending, once it has copied a block of three (m0, m1, m2) and lent
+    /// m0; with the pool.
+    fn lending_a_block_of_three(retain: usize) -> LogReaderAndPool {
         let (log, mut reader, keep, stop) = block_reader(retain, false);
         let mut pool = Pool::new();
         for seq in 0..3 {
