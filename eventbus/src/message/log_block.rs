@@ -65,8 +65,9 @@ struct Meta {
     /// When the block was made, on the log's clock (nanoseconds, see the module docs): its
     /// cells' stamps count milliseconds from here.
     epoch: u64,
-    /// The stamp of the last append, and when it goes stale (the next millisecond): appends
-    /// before then take it as it is, without working it out (see `stamp_for`).
+    /// The stamp of the last append, and when it goes stale (its millisecond's end, or its
+    /// second's past about 12 days): appends before then take it as it is, without working
+    /// it out (see `stamp_for`).
     stamp: u32,
     stale_at: u64,
     /// Cells `0..written` were appended (with a value, or out of line). Written by the log,

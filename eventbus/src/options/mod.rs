@@ -45,11 +45,11 @@ pub enum Start {
     /// the kernel's coarse clock, which moves on once a timer tick (1 to 4 ms,
     /// `clock_getres(CLOCK_MONOTONIC_COARSE)`) and may run a few milliseconds behind; on a
     /// kernel whose tick is longer, and elsewhere, the fine clock. So `Since` starts three
-    /// ticks and a millisecond early: that covers the clock's lag, unless the kernel lets it
-    /// fall further behind (a virtual machine's core held up by its host, say), when a
-    /// message published just within `age` may be left out. Stamps count milliseconds
-    /// (seconds, for a message published more than about 12 days after the first of its
-    /// block of 64).
+    /// ticks early: that covers the clock's lag, unless the kernel lets it fall further
+    /// behind (a virtual machine's core held up by its host, say), when a message published
+    /// just within `age` may be left out. Stamps count milliseconds (seconds, for a message
+    /// published more than about 12 days after the first of its block of 64), and a message
+    /// whose millisecond (or second) reaches into the age is in.
     Since(Duration),
 }
 

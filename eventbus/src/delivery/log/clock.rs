@@ -15,14 +15,15 @@
 //! with 4 ms ticks, 5.9 ms at the 99.9th percentile. Two readings' difference is off by as
 //! much as their lags differ. So what depends on an age allows [`slack`], three ticks: the
 //! age trim waits that much more than `retain_for` (`Log::trim_expired`), and `Start::Since`
-//! starts that much (and a millisecond) earlier (`Log::join_all`). A lag beyond it (a core
-//! of a virtual machine descheduled by its host, say) could trim a message early, or leave
-//! one out of a `Since`, by the excess.
+//! starts that much earlier (`Log::join_all`, which also allows for a stamp's rounding). A
+//! lag beyond it (a core of a virtual machine descheduled by its host, say) could trim a
+//! message early, or leave one out of a `Since`, by the excess.
 //!
 //! A reading is a [`Time`]: nanoseconds on the clock the log reads, as a `u64`. An
-//! `Instant` made of the coarse time (an origin's `Instant` plus the coarse time since)
-//! cost a publish about thirty instructions of carries and checks (BENCHMARKS.md); a
-//! `u64` is compared and subtracted in one each.
+//! `Instant` made of the coarse time (an origin's `Instant` plus the coarse time since),
+//! with the block's stamp cache comparing `Instant`s, cost a publish about fifty
+//! instructions of carries and checks (BENCHMARKS.md, "A log's clock read as
+//! nanoseconds"); a `u64` is compared and subtracted in one each.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -32,7 +33,8 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_TICK: Duration = Duration::from_millis(4);
 
 /// A reading of the log's clock: nanoseconds since the coarse clock's start (the machine's
-/// boot, on Linux), or, where the log reads the fine clock, since its first reading.
+/// boot, on Linux), or, where the log reads the fine clock, since the clock was chosen (the
+/// first log made, or the first reading).
 /// Readings of one process are of one clock, and only their differences mean anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Time(u64);
@@ -77,8 +79,9 @@ impl std::ops::Sub for Time {
     }
 }
 
-/// The time to stamp an append with, or to measure stamps' ages against (see the module
-/// docs: within [`slack`] of the time, either way).
+/// The time to stamp an append with, or to measure stamps' ages against: the difference of
+/// two readings is within [`slack`] of the time between them, either way (see the module
+/// docs).
 #[inline]
 pub(crate) fn now() -> Time {
     match source() {
@@ -133,8 +136,9 @@ fn coarse_nanos() -> u64 {
     };
     // SAFETY: `time` is a valid, writable `timespec` for the length of the call, the only
     // memory `clock_gettime` writes; `CLOCK_MONOTONIC_COARSE` exists on every Linux since
-    // 2.6.32. It cannot fail with a valid clock and pointer; were it to, `time` stays zero
-    // and the clock stops (never goes back: `trim_expired` and `Since` see no age).
+    // 2.6.32. It cannot fail with a valid clock and pointer; were it to, `time` stays zero,
+    // a reading before any age: `trim_expired` trims nothing and `Since` starts at the
+    // oldest (more kept and more delivered, never less).
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut time) };
     // A monotonic clock's seconds and nanoseconds are never negative.
     (time.tv_sec as u64)
@@ -149,7 +153,7 @@ fn coarse_tick() -> Option<Duration> {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: as in `coarse`: `resolution` is a valid, writable `timespec`.
+    // SAFETY: as in `coarse_nanos`: `resolution` is a valid, writable `timespec`.
     let said = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut resolution) };
     (said == 0).then(|| Duration::new(resolution.tv_sec as u64, resolution.tv_nsec as u32))
 }

@@ -638,20 +638,14 @@ impl<T: Send + Sync + 'static> Log<T> {
             Start::Now => tail,
             Start::Earliest => oldest,
             Start::Seq(seq) => seq,
-            // Early by the clock's slack and a millisecond: a stamp may lag more than `now`
-            // (`clock.rs`) and `appended_at` rounds it down to the millisecond, so a message
-            // published within `age` is not left out.
-            Start::Since(age) => match now.checked_sub(
-                age.saturating_add(self.slack)
-                    .saturating_add(Duration::from_millis(1)),
-            ) {
+            // Early by the clock's slack: a stamp may lag more than `now` (`clock.rs`). And
+            // by its rounding: a message whose stamp's interval (its millisecond, or second)
+            // ends after `from` may have been appended at `from` or after, so none published
+            // within `age` is left out.
+            Start::Since(age) => match now.checked_sub(age.saturating_add(self.slack)) {
                 None => oldest,
-                // SAFETY: under the ring lock, which every write takes.
-                Some(from) => (oldest..tail)
-                    .find(|&seq| {
-                        unsafe { self.slots.appended_at(seq) }.is_some_and(|at| at >= from)
-                    })
-                    .unwrap_or(tail),
+                // SAFETY: under the ring lock, which every write takes; kept seqs only.
+                Some(from) => unsafe { self.slots.first_appended_since(oldest..tail, from) },
             },
         };
         for cursor in cursors {

@@ -921,8 +921,9 @@ mod tests {
         log.publisher_waiting.0.store(false, SeqCst);
     }
 
-    /// `Start::Since` starts early by the log's clock's slack and a millisecond (`clock.rs`,
-    /// `Log::join_all`): a message appended within the age of the join is not left out.
+    /// `Start::Since` starts early by the log's clock's slack and a stamp's rounding
+    /// (`clock.rs`, `Log::join_all`): a message appended within the age of the join is not
+    /// left out.
     /// Appends 50 µs apart for twice the age, each timed before it, then a join timed after
     /// it: a message whose `before` is within the age of `joined` was appended within the age
     /// of the join's clock reading. The age is no multiple of a 4 ms tick (see the trim's

@@ -10,13 +10,15 @@
 //! stored its block in the table and wrote its cell before it moved the tail, with release)
 //! and at or past its protected position, which no trim passes (see `mod.rs`).
 
-use crate::delivery::log::clock::Time;
-use crate::message::log_block::{LogBlock, CELLS};
-use crate::message::shared::{Header, Shared};
 use std::mem::ManuallyDrop;
+use std::ops::Range;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::OnceLock;
+
+use crate::delivery::log::clock::Time;
+use crate::message::log_block::{LogBlock, CELLS};
+use crate::message::shared::{Header, Shared};
 
 /// Entries in a group of the table: a million messages' blocks, 128 KiB.
 const GROUP: usize = 1 << 14;
@@ -211,11 +213,29 @@ impl<V> Slots<V> {
         }
     }
 
+    /// The first of `seqs` that may have been appended at `from` or after, `seqs.end` if
+    /// none: the first whose stamp's interval (a millisecond, or a second, rounded down)
+    /// ends after `from`. So a message appended at `from` or after is never passed over.
+    ///
+    /// # Safety
+    ///
+    /// As [`message`](Self::message), for every seq of `seqs`.
+    pub(crate) unsafe fn first_appended_since(&self, seqs: Range<u64>, from: Time) -> u64 {
+        let end = seqs.end;
+        seqs.into_iter()
+            .find(|&seq| {
+                // SAFETY: the caller's promise.
+                unsafe { self.appended_before(seq) }.is_some_and(|before| before > from)
+            })
+            .unwrap_or(end)
+    }
+
     /// When `seq` was appended (to the millisecond).
     ///
     /// # Safety
     ///
     /// As [`message`](Self::message).
+    #[cfg(test)]
     pub(crate) unsafe fn appended_at(&self, seq: u64) -> Option<Time> {
         // SAFETY: the caller's promise.
         unsafe {
@@ -466,6 +486,52 @@ mod tests {
                 slots.appended_at(2),
                 Some(at),
                 "the same second: the cached stamp"
+            );
+        }
+    }
+
+    /// A `Since` join starts at `first_appended_since`: it must not pass over a message
+    /// appended at `from` or after, whatever its stamp's rounding. Past about 12 days into
+    /// a block, stamps count seconds: a message appended 900 ms into its second is dated to
+    /// the second's start, 400 ms before a `from` it came after.
+    #[test]
+    fn the_first_appended_since_passes_over_no_message_appended_after_it() {
+        use std::time::Duration;
+        let slots: Slots<u8> = Slots::new(8, "t");
+        let first = clock::now();
+        let days = Duration::from_secs(13 * 24 * 3600);
+        // SAFETY (all): one thread.
+        unsafe {
+            slots.append(0, Some(0), first);
+            slots.append(1, Some(1), first + Duration::from_millis(7));
+            slots.append(2, Some(2), first + days + Duration::from_millis(900));
+            slots.append(3, Some(3), first + days + Duration::from_millis(1900));
+            let since = |from: Time| slots.first_appended_since(0..4, from);
+            assert_eq!(since(first), 0);
+            assert_eq!(
+                since(first + Duration::from_micros(6_500)),
+                1,
+                "7 ms, by its stamp"
+            );
+            assert_eq!(
+                since(first + Duration::from_micros(8_500)),
+                2,
+                "1 came before 8 ms"
+            );
+            assert_eq!(
+                since(first + days + Duration::from_millis(500)),
+                2,
+                "2 came 400 ms after, dated to its second's start"
+            );
+            assert_eq!(
+                since(first + days + Duration::from_millis(1950)),
+                3,
+                "3 came 50 ms before, but its stamp cannot tell"
+            );
+            assert_eq!(
+                since(first + days + Duration::from_millis(2001)),
+                4,
+                "none after"
             );
         }
     }
