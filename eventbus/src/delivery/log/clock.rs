@@ -63,10 +63,7 @@ impl std::ops::Add<Duration> for Time {
 
     /// Saturating: some 584 years of nanoseconds is the clock's end.
     fn add(self, by: Duration) -> Time {
-        Time(
-            self.0
-                .saturating_add(u64::try_from(by.as_nanos()).unwrap_or(u64::MAX)),
-        )
+        Time(self.0.saturating_add(saturating_nanos(by)))
     }
 }
 
@@ -86,10 +83,13 @@ impl std::ops::Sub for Time {
 pub(crate) fn now() -> Time {
     match source() {
         Source::Coarse { .. } => Time(coarse_nanos()),
-        Source::Fine { origin } => {
-            Time(u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
-        }
+        Source::Fine { origin } => Time(saturating_nanos(origin.elapsed())),
     }
+}
+
+/// `by` in nanoseconds, `u64::MAX` past the clock's end.
+fn saturating_nanos(by: Duration) -> u64 {
+    u64::try_from(by.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The coarse clock's tick: zero where the log reads the fine clock.

@@ -9,9 +9,9 @@
 //!
 //! The ring holds the messages themselves, in blocks of up to 64 cells (`slots.rs`,
 //! `message/log_block.rs`): a cell is the payload, its place in the block and when it was
-//! appended (by the log's clock, `clock.rs`: cheap, and a few milliseconds behind); the seq and
-//! topic are the block's. A `Message<T>` of a log topic points at its
-//! cell, and a reference to it counts on its block. Publishers append under the topic's
+//! appended (by the log's clock, `clock.rs`: cheap, and a few milliseconds behind); the seq
+//! and topic are the block's. A `Message<T>` of a log topic points at its cell, and a
+//! reference to it counts on its block. Publishers append under the topic's
 //! order lock, so one at a time, and under the ring lock; each append trims the front to
 //! `retain` messages (seq `s - retain` before it writes `s`) and, with `retain_for`, drops
 //! what is older, but never past a `Block` subscription's position. A trimmed payload is
