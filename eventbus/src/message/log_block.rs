@@ -8,6 +8,8 @@
 //! own cost a header, a pool link and a slot in the ring (BENCHMARKS.md, "A log topic's
 //! memory"). Times here are the log's clock's readings, nanoseconds as a `u64`
 //! (`delivery/log/clock.rs`): this module works with them and reads no clock.
+//! "Under the log's lock" here covers the log's fast append too, which no holder of the
+//! lock overlaps (`delivery/log/mod.rs`).
 //!
 //! # Who lets go of what
 //!

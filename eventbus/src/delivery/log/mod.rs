@@ -12,7 +12,8 @@
 //! appended (by the log's clock, `clock.rs`: cheap, and a few milliseconds behind); the seq
 //! and topic are the block's. A `Message<T>` of a log topic points at its cell, and a
 //! reference to it counts on its block. Publishers append under the topic's
-//! order lock, so one at a time, and under the ring lock; each append trims the front to
+//! order lock, so one at a time, and under the ring lock (or, while no one holds it, in its
+//! stead: the fast append, below); each append trims the front to
 //! `retain` messages (seq `s - retain` before it writes `s`) and, with `retain_for`, drops
 //! what is older, but never past a `Block` subscription's position. A trimmed payload is
 //! dropped once no reference holds its block but the log's (else when the last one goes),
@@ -79,12 +80,33 @@
 //! wait for it and the trim may pass it: a `Block` cursor's unread messages (at most its
 //! capacity) are first saved for its reader, which delivers them before it stops.
 //!
+//! # The fast append
+//!
+//! Most appends need nothing the ring lock guards but the exclusion: no wait (the seq is
+//! below the limit), no inline subscriber, no reference for observers, no `retain_for` trim
+//! and no message kept out of line. Such an append runs without the lock while no one holds
+//! it (`Log::append_fast`): the lock's two read-modify-writes, and the wait for the
+//! publisher's stores at its release, were a large part of a publish (BENCHMARKS.md, "The
+//! fast append"). Everyone else takes the ring through `Log::lock_ring`, which counts them
+//! in `Gate::lockers` and, once counted, waits out a fast append in progress
+//! (`Gate::appending`). The publisher sets `appending`, then reads `lockers`; a locker counts
+//! itself, then reads `appending`; all four sequentially consistent, so one of the two sees
+//! the other: either the append takes the lock after all, or the locker waits until it ends
+//! (and reads its end with acquire, so it sees what the append wrote). So no fast append
+//! overlaps a holder of the lock, and what these docs say of appends under the ring lock
+//! holds of fast ones too. A fast append that reads a count of none reads the last locker's
+//! release of it: it sees what was written under the lock (the limit, the out-of-line flag,
+//! the trims). A worker asleep on `arrived` stays counted (its guard is held across the
+//! wait), so appends take the lock while one sleeps, and wake it under it; a worker that
+//! snoozes lets go of the lock whole, count and all.
+//!
 //! # Locks
 //!
 //! The ring lock is taken after the topic's order lock (by a publisher), or alone (by a
 //! worker, a subscribe, a retire, stats); never the other way round. While holding it a
 //! publisher may take the wait-graph records (`deadlock.rs`), one at a time. Trimmed messages
-//! are let go of after it is released.
+//! are let go of after it is released. A holder waits for a fast append in progress, which
+//! takes no lock and never waits, so this adds no cycle.
 
 mod clock;
 mod reader;
@@ -97,8 +119,8 @@ pub(crate) use shared::{unread, SharedReader};
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{
-    AtomicBool, AtomicU64, AtomicU8, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-    Ordering::SeqCst,
+    AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release, Ordering::SeqCst,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -175,7 +197,12 @@ pub(crate) struct Log<T> {
     slack: Duration,
     /// The messages kept: seqs `oldest..tail`. Written under the ring lock.
     slots: Slots<Envelope<T>>,
+    /// Taken through [`Log::lock_ring`], which counts its holders in `gate` (see the module
+    /// docs: the fast append).
     ring: Mutex<Ring<T>>,
+    /// What a fast append reads and writes besides the ring: on a line of its own, since the
+    /// publisher writes it twice a publish.
+    gate: crate::util::padded::Padded<Gate>,
     /// Workers that have read everything wait here for an append or their retire.
     arrived: Condvar,
     /// A publisher waiting for a `Block` subscription to move waits here.
@@ -193,6 +220,12 @@ pub(crate) struct Log<T> {
     /// tests of that handshake.
     #[cfg(test)]
     wakes: AtomicU64,
+    /// How many appends ran without the ring lock, for the tests that they do.
+    #[cfg(test)]
+    fast_appends: AtomicU64,
+    /// How many woken workers counted themselves again (`Log::sleep`), for the same tests.
+    #[cfg(test)]
+    recounts: AtomicU64,
     /// `publish_async` calls wait here for a `Block` subscription to move.
     #[cfg(feature = "tokio")]
     room: crate::util::wake::Wake,
@@ -283,6 +316,68 @@ impl<T> Trims<T> {
     }
 }
 
+/// The fast append's side of the ring lock (see the module docs: the fast append).
+struct Gate {
+    /// Set while a publisher appends without the ring lock.
+    appending: AtomicBool,
+    /// Holders of the ring lock (through [`Log::lock_ring`]), with the workers asleep on
+    /// `arrived`, which hold it again when they wake.
+    lockers: AtomicUsize,
+    /// A publish of a seq below this needs no look at the cursors: `min(position + capacity)`
+    /// over open `Block` cursors as last computed (a lower bound, since positions only grow;
+    /// a join lowers it). Written under the ring lock.
+    limit: AtomicU64,
+    /// Whether messages are kept out of line (`Ring::out_of_line`), which only an append
+    /// under the ring lock trims. Written under the ring lock.
+    out_of_line: AtomicBool,
+}
+
+/// The ring lock, held: counted in `Gate::lockers` until dropped, so that no fast append
+/// runs meanwhile.
+struct RingGuard<'a, T> {
+    guard: MutexGuard<'a, Ring<T>>,
+    lockers: &'a AtomicUsize,
+}
+
+impl<'a, T> RingGuard<'a, T> {
+    /// The mutex's own guard: to wait on a condition variable, or let go of the lock for a
+    /// while (still counted: no fast append runs until this guard is dropped).
+    fn mutex(&mut self) -> &mut MutexGuard<'a, Ring<T>> {
+        &mut self.guard
+    }
+}
+
+impl<T> std::ops::Deref for RingGuard<'_, T> {
+    type Target = Ring<T>;
+
+    fn deref(&self) -> &Ring<T> {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for RingGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut Ring<T> {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for RingGuard<'_, T> {
+    fn drop(&mut self) {
+        // Sequentially consistent, as the fast append's read: one that reads the count this
+        // leaves sees what was written under the lock (a lowered limit, among others).
+        self.lockers.fetch_sub(1, SeqCst);
+    }
+}
+
+/// Clears `Gate::appending` however a fast append ends.
+struct Appending<'a>(&'a AtomicBool);
+
+impl Drop for Appending<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Release);
+    }
+}
+
 struct Ring<T> {
     cursors: Vec<Arc<Cursor>>,
     /// Messages kept beside the ring, their cells out of line (see `log_block.rs`), by seq.
@@ -293,12 +388,11 @@ struct Ring<T> {
     /// What `Block` subscriptions removed while behind had not read yet, by subscription
     /// (see `Log::remove`): at most `capacity` references each, until their readers take them.
     saved: Vec<(u64, VecDeque<Message<T>>)>,
-    /// A publish of a seq below this needs no look at the cursors: `min(position + capacity)`
-    /// over open `Block` cursors as last computed (a lower bound, since positions only grow;
-    /// a join lowers it).
-    limit: u64,
-    /// Workers waiting on `arrived`.
+    /// Workers waiting on `arrived`, counted among the lockers.
     sleepers: usize,
+    /// Workers woken on `arrived` by an append, no longer counted among the lockers (see
+    /// `Log::sleep`), that have not taken the lock back yet.
+    woken: usize,
 }
 
 /// One subscription's place in a log.
@@ -354,8 +448,14 @@ impl<T: Send + Sync + 'static> Log<T> {
                 out_of_line: VecDeque::new(),
                 held: Vec::new(),
                 saved: Vec::new(),
-                limit: u64::MAX,
                 sleepers: 0,
+                woken: 0,
+            }),
+            gate: crate::util::padded::Padded(Gate {
+                appending: AtomicBool::new(false),
+                lockers: AtomicUsize::new(0),
+                limit: AtomicU64::new(u64::MAX),
+                out_of_line: AtomicBool::new(false),
             }),
             arrived: Condvar::new(),
             advanced: Condvar::new(),
@@ -365,6 +465,10 @@ impl<T: Send + Sync + 'static> Log<T> {
             wake_at: AtomicU64::new(0),
             #[cfg(test)]
             wakes: AtomicU64::new(0),
+            #[cfg(test)]
+            fast_appends: AtomicU64::new(0),
+            #[cfg(test)]
+            recounts: AtomicU64::new(0),
             #[cfg(feature = "tokio")]
             room: crate::util::wake::Wake::default(),
             #[cfg(feature = "tokio")]
@@ -396,11 +500,18 @@ impl<T: Send + Sync + 'static> Log<T> {
         share: bool,
         inline: Option<(&[Arc<Inline<T>>], usize)>,
     ) -> Result<Option<Message<T>>, (T, NoRoom)> {
+        let payload = match inline.is_none() && !share {
+            true => match self.append_fast(seq, payload) {
+                Ok(()) => return Ok(None),
+                Err(payload) => payload,
+            },
+            false => payload,
+        };
         let room_by = wait.by;
         // Lock order: row 6 (the ring), under row 4 (and row 5 turns for an all-or-nothing
         // publish); row 8 inside it while waiting for room; see engine/mod.rs.
-        let mut ring = self.ring.lock();
-        if seq >= ring.limit {
+        let mut ring = self.lock_ring();
+        if seq >= self.gate.0.limit.load(Relaxed) {
             match self.wait_for_room(&mut ring, seq, wait) {
                 Ok(()) => {}
                 Err(NoRoom::Stopped) if room_by.is_none() => {
@@ -428,7 +539,7 @@ impl<T: Send + Sync + 'static> Log<T> {
                     Some(reference) => Message::new(reference),
                     None => unreachable!("`shared` hands out at least one reference"),
                 };
-                let said = MutexGuard::unlocked(&mut ring, || inline::run(inline, &message, at));
+                let said = MutexGuard::unlocked(ring.mutex(), || inline::run(inline, &message, at));
                 if let Said::Rejected(rejection) = said {
                     drop(ring);
                     return match message.try_into_payload() {
@@ -456,6 +567,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         unsafe { self.slots.append(seq, value, now) };
         if let Some(kept) = kept {
             ring.out_of_line.push_back((seq, kept));
+            self.gate.0.out_of_line.store(true, Relaxed);
         }
         self.tail.store(seq + 1, Release);
         // Another share of it, for the topic's observers.
@@ -467,6 +579,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         }
         if ring.sleepers > 0 {
             self.arrived.notify_all();
+            self.uncount_sleepers(&mut ring);
         }
         drop(ring);
         // After the ring lock: a task reader that joined before this append is counted.
@@ -478,17 +591,78 @@ impl<T: Send + Sync + 'static> Log<T> {
         Ok(shared)
     }
 
-    /// Trims `seq`, the oldest kept, into `trims`. Under the ring lock.
+    /// Appends `seq` without the ring lock, if no one holds it and the append needs nothing
+    /// it guards: room below the limit, no age to trim, no message kept out of line (see the
+    /// module docs: the fast append). Gives the payload back where it does not. Called under
+    /// the topic's order lock, with no inline subscriber to run and no share to make.
     #[inline(always)]
-    fn trim_front(&self, ring: &mut Ring<T>, seq: u64, trims: &mut Trims<T>) {
-        // SAFETY: under the ring lock; `seq` is the oldest kept, behind every protected
-        // position (see the module docs), so no handle on it is used after.
+    fn append_fast(&self, seq: u64, payload: T) -> Result<(), T> {
+        if self.retention.max_age.is_some() {
+            return Err(payload);
+        }
+        let gate = &self.gate.0;
+        // Announced, then the lockers counted (both sequentially consistent, as a locker's
+        // count and its read of `appending` in `lock_ring`): one of the two sees the other.
+        gate.appending.store(true, SeqCst);
+        let appending = Appending(&gate.appending);
+        // A count of none read here is the last locker's release of it (or the start): what
+        // was written under the lock (the limit, the out-of-line flag, the front) is seen.
+        if gate.lockers.load(SeqCst) != 0
+            || seq >= gate.limit.load(Relaxed)
+            || gate.out_of_line.load(Relaxed)
+        {
+            drop(appending);
+            return Err(payload);
+        }
+        let now = clock::now();
+        let mut trims = Trims::new();
+        let retain = self.retention.messages as u64;
+        let oldest = self.oldest.load(Relaxed);
+        if let Some(lapped) = seq.checked_sub(retain).filter(|&lapped| lapped >= oldest) {
+            // As under the ring lock: no one holds it until `appending` is cleared.
+            self.trim_slot(lapped, &mut trims);
+        }
+        // SAFETY: as under the ring lock (above); `seq` is the next, and the trim above took
+        // out every seq `retain` or more before it (see `slots.rs`).
+        unsafe { self.slots.append(seq, Some(Envelope::new(payload)), now) };
+        self.tail.store(seq + 1, Release);
+        self.oldest
+            .store(oldest.max((seq + 1).saturating_sub(retain)), Release);
+        // No worker sleeps on `arrived`: one that does is counted among the lockers.
+        drop(appending);
+        #[cfg(test)]
+        self.fast_appends.fetch_add(1, Relaxed);
+        // A task reader that joined before this append is counted (its join was a locker's).
+        #[cfg(feature = "tokio")]
+        if self.task_readers.load(Relaxed) > 0 {
+            self.arrived_tasks.notify_now();
+        }
+        trims.let_go();
+        Ok(())
+    }
+
+    /// Trims `seq`'s cell, the oldest kept, into `trims`. Under the ring lock, or in a fast
+    /// append.
+    #[inline(always)]
+    fn trim_slot(&self, seq: u64, trims: &mut Trims<T>) {
+        // SAFETY: under the ring lock, or in a fast append, which no holder of it overlaps;
+        // `seq` is the oldest kept, behind every protected position (see the module docs), so
+        // no handle on it is used after.
         if let Some(block) = unsafe { self.slots.trim(seq, &mut |value| trims.keep_value(value)) } {
             trims.keep_block(block);
         }
+    }
+
+    /// Trims `seq`, the oldest kept, into `trims`. Under the ring lock.
+    #[inline(always)]
+    fn trim_front(&self, ring: &mut Ring<T>, seq: u64, trims: &mut Trims<T>) {
+        self.trim_slot(seq, trims);
         if ring.out_of_line.front().is_some_and(|(of, _)| *of == seq) {
             if let Some((_, message)) = ring.out_of_line.pop_front() {
                 trims.rest().messages.push(message);
+            }
+            if ring.out_of_line.is_empty() {
+                self.gate.0.out_of_line.store(false, Relaxed);
             }
         }
     }
@@ -514,7 +688,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     #[cold]
     fn wait_for_room(
         &self,
-        ring: &mut MutexGuard<'_, Ring<T>>,
+        ring: &mut RingGuard<'_, T>,
         seq: u64,
         wait: RoomWait<'_>,
     ) -> Result<(), NoRoom> {
@@ -529,10 +703,10 @@ impl<T: Send + Sync + 'static> Log<T> {
         loop {
             // Announced before the positions are read: see the module docs.
             self.publisher_waiting.0.store(true, SeqCst);
-            let Some(behind) = ring.recompute_limit() else {
+            let Some(behind) = ring.recompute_limit(&self.gate.0.limit) else {
                 return Ok(());
             };
-            if seq < ring.limit {
+            if seq < self.gate.0.limit.load(Relaxed) {
                 return Ok(());
             }
             let deadline = match room_by {
@@ -570,14 +744,14 @@ impl<T: Send + Sync + 'static> Log<T> {
             // call each.
             if !snooze.is_over() {
                 waits.waiting_on(&behind.node, || {
-                    MutexGuard::unlocked(ring, || {
+                    MutexGuard::unlocked(ring.mutex(), || {
                         while behind.position.load(SeqCst) < wake_at && snooze.snooze() {}
                     });
                 });
                 continue;
             }
             waits.waiting_on(&behind.node, || {
-                let _ = self.advanced.wait_until(ring, until);
+                let _ = self.advanced.wait_until(ring.mutex(), until);
             });
         }
     }
@@ -630,7 +804,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         let now = clock::now();
         let mut trims = Trims::new();
         // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
-        let mut ring = self.ring.lock();
+        let mut ring = self.lock_ring();
         self.trim_expired(&mut ring, now, &mut trims);
         let tail = self.tail.load(Relaxed);
         let oldest = self.oldest.load(Relaxed);
@@ -653,7 +827,11 @@ impl<T: Send + Sync + 'static> Log<T> {
             cursor.read.store(at, Release);
             cursor.position.store(at, SeqCst);
             if let Some(capacity) = cursor.block {
-                ring.limit = ring.limit.min(at.saturating_add(capacity));
+                let limit = &self.gate.0.limit;
+                limit.store(
+                    limit.load(Relaxed).min(at.saturating_add(capacity)),
+                    Relaxed,
+                );
             }
             ring.cursors.push(Arc::clone(cursor));
         }
@@ -664,7 +842,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// Takes a subscription's cursor out: publishes no longer wait for it.
     pub(crate) fn remove(&self, subscription: u64) {
         // Lock order: row 6 (the ring), under row 1 if an observer leaves; see engine/mod.rs.
-        let mut ring = self.ring.lock();
+        let mut ring = self.lock_ring();
         if let Some(at) = ring.cursors.iter().position(|c| c.node.id == subscription) {
             let cursor = ring.cursors.remove(at);
             self.unprotect(&mut ring, &cursor);
@@ -694,7 +872,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// Takes every cursor out: a closed bus hands nothing out.
     pub(crate) fn clear(&self) {
         // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
-        let mut ring = self.ring.lock();
+        let mut ring = self.lock_ring();
         for cursor in std::mem::take(&mut ring.cursors) {
             self.unprotect(&mut ring, &cursor);
         }
@@ -741,9 +919,10 @@ impl<T: Send + Sync + 'static> Log<T> {
     #[cfg(feature = "tokio")]
     pub(crate) fn behind(&self) -> Option<Arc<WaitNode>> {
         // Lock order: row 6 (the ring), nothing else held; see engine/mod.rs.
-        let mut ring = self.ring.lock();
-        let behind = ring.recompute_limit()?;
-        (self.tail.load(Relaxed) >= ring.limit).then(|| Arc::clone(&behind.node))
+        let ring = self.lock_ring();
+        let behind = ring.recompute_limit(&self.gate.0.limit)?;
+        (self.tail.load(Relaxed) >= self.gate.0.limit.load(Relaxed))
+            .then(|| Arc::clone(&behind.node))
     }
 
     /// Waits (as a task) until a `Block` subscription may have moved: woken by its worker, or
@@ -755,9 +934,66 @@ impl<T: Send + Sync + 'static> Log<T> {
     }
 }
 
+impl<T> Log<T> {
+    /// Sleeps on `arrived` until an append or a retire, the ring lock let go of meanwhile and
+    /// the guard still counted: appends take the lock while a worker sleeps, and so wake it.
+    fn sleep(&self, ring: &mut RingGuard<'_, T>) {
+        ring.sleepers += 1;
+        self.arrived.wait(ring.mutex());
+        if ring.woken > 0 {
+            // Uncounted by the append that woke it (or another sleeper's: the counts are
+            // alike), so that appends ran without the lock while it waited to run: counted
+            // again, it waits out the one in progress before it reads the ring.
+            ring.woken -= 1;
+            self.gate.0.lockers.fetch_add(1, SeqCst);
+            self.wait_out_fast_append();
+            #[cfg(test)]
+            self.recounts.fetch_add(1, Relaxed);
+        } else {
+            ring.sleepers -= 1;
+        }
+    }
+
+    /// The sleepers just woken stop counting among the lockers: a woken worker may wait a
+    /// while for a core, and appends would take the lock all that while. Under the ring lock.
+    fn uncount_sleepers(&self, ring: &mut Ring<T>) {
+        self.gate.0.lockers.fetch_sub(ring.sleepers, SeqCst);
+        ring.woken += ring.sleepers;
+        ring.sleepers = 0;
+    }
+
+    /// Takes the ring lock, counted among the lockers, once no fast append is under way: from
+    /// here until the guard is dropped, no append runs but under the lock (see the module
+    /// docs: the fast append).
+    fn lock_ring(&self) -> RingGuard<'_, T> {
+        let guard = self.ring.lock();
+        let gate = &self.gate.0;
+        gate.lockers.fetch_add(1, SeqCst);
+        let ring = RingGuard {
+            guard,
+            lockers: &gate.lockers,
+        };
+        self.wait_out_fast_append();
+        ring
+    }
+
+    /// Waits out a fast append that announced itself before this thread was counted among
+    /// the lockers: a few dozen instructions, unless the publisher's thread was preempted.
+    /// Its end is read with acquire: what it wrote is seen.
+    fn wait_out_fast_append(&self) {
+        let mut snooze = Snooze::default();
+        while self.gate.0.appending.load(SeqCst) {
+            if !snooze.snooze() {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 impl<T> Ring<T> {
-    /// Sets `limit` from the open `Block` cursors; the one furthest behind.
-    fn recompute_limit(&mut self) -> Option<Arc<Cursor>> {
+    /// Sets `limit` (`Gate::limit`) from the open `Block` cursors; the one furthest behind.
+    /// Under the ring lock.
+    fn recompute_limit(&self, limit: &AtomicU64) -> Option<Arc<Cursor>> {
         let mut behind: Option<(u64, &Arc<Cursor>)> = None;
         for cursor in &self.cursors {
             let Some(capacity) = cursor.block else {
@@ -771,7 +1007,7 @@ impl<T> Ring<T> {
                 behind = Some((limit, cursor));
             }
         }
-        self.limit = behind.map_or(u64::MAX, |(limit, _)| limit);
+        limit.store(behind.map_or(u64::MAX, |(limit, _)| limit), Relaxed);
         behind.map(|(_, cursor)| Arc::clone(cursor))
     }
 }

@@ -30,7 +30,7 @@ struct Retirer<T> {
 impl<T: Send + Sync + 'static> Retire for Retirer<T> {
     fn retire(&self) {
         // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
-        let mut ring = self.log.ring.lock();
+        let mut ring = self.log.lock_ring();
         if self.cursor.end.load(Relaxed) == OPEN {
             self.cursor.end.store(self.log.tail.load(Relaxed), Release);
         }
@@ -101,7 +101,7 @@ impl<T> Reader<T> {
         let id = self.cursor.node.id;
         let saved: Vec<_> = {
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
-            let mut ring = self.log.ring.lock();
+            let mut ring = self.log.lock_ring();
             let (mine, others) = std::mem::take(&mut ring.saved)
                 .into_iter()
                 .partition(|(of, _)| *of == id);
@@ -117,7 +117,7 @@ impl<T> Reader<T> {
         let id = self.cursor.node.id;
         let held: Vec<_> = {
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
-            let mut ring = self.log.ring.lock();
+            let mut ring = self.log.lock_ring();
             if ring.held.is_empty() {
                 return;
             }
@@ -517,7 +517,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
         let wake_at = self.log.wake_at.load(SeqCst);
         if before < wake_at && to >= wake_at {
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
-            let _ring = self.log.ring.lock();
+            let _ring = self.log.lock_ring();
             self.log.advanced.notify_all();
             #[cfg(test)]
             self.log.wakes.fetch_add(1, SeqCst);
@@ -617,7 +617,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
 
     /// The next message in the log, whether the filter wants it or not.
     fn take_any(&mut self, wait: bool) -> Option<Message<T>> {
-        if self.batch.is_empty() && !self.wait_until(wait, Self::fill_or_saved) {
+        if self.batch.is_empty() && !self.wait_until(wait, Snooze::default(), Self::fill_or_saved) {
             return None;
         }
         self.batch.pop_front()
@@ -637,21 +637,28 @@ impl<T: Send + Sync + 'static> Reader<T> {
         if read < self.readable_to() {
             return true;
         }
-        self.wait_until(true, |this, _| read < this.readable_to())
+        // Its snooze first, without the ring lock (it needs none to read the tail): a holder
+        // of the lock makes the publishers take it too (see the module docs: the fast append).
+        let mut snooze = Snooze::default();
+        while self.readable_to() <= read && self.cursor.end.load(Acquire) == OPEN && snooze.snooze()
+        {
+        }
+        self.wait_until(true, snooze, |this, _| read < this.readable_to())
     }
 
     /// Waits until `ready`, asked under the ring lock; false if it was not and will not be
-    /// (retired and read up to the end, or stopped), or `wait` is false.
+    /// (retired and read up to the end, or stopped), or `wait` is false. Sleeps once `snooze`
+    /// is over (a caller may have taken some of its turns).
     fn wait_until(
         &mut self,
         wait: bool,
+        mut snooze: Snooze,
         mut ready: impl FnMut(&mut Self, &mut Ring<T>) -> bool,
     ) -> bool {
         {
             let log = Arc::clone(&self.log);
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
-            let mut ring = log.ring.lock();
-            let mut snooze = Snooze::default();
+            let mut ring = log.lock_ring();
             while !ready(self, &mut ring) {
                 let ended = self.cursor.end.load(Acquire) != OPEN;
                 if !wait || ended || stopped(&self.stop) {
@@ -662,20 +669,19 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 // waking many is the one part of an append that grows with the subscribers.
                 // A turn is spent only while the tail has not moved; `ready` holds once it has
                 // (for an open cursor), so this loop ends.
+                // The lock is let go of whole, not only the mutex: publishers append without
+                // it meanwhile (see the module docs: the fast append).
                 if !snooze.is_over() {
                     let read = self.cursor.read.load(Relaxed);
-                    let cursor = &self.cursor;
-                    MutexGuard::unlocked(&mut ring, || {
-                        while log.tail.load(Acquire) <= read
-                            && cursor.end.load(Acquire) == OPEN
-                            && snooze.snooze()
-                        {}
-                    });
+                    drop(ring);
+                    while log.tail.load(Acquire) <= read
+                        && self.cursor.end.load(Acquire) == OPEN
+                        && snooze.snooze()
+                    {}
+                    ring = log.lock_ring();
                     continue;
                 }
-                ring.sleepers += 1;
-                log.arrived.wait(&mut ring);
-                ring.sleepers -= 1;
+                log.sleep(&mut ring);
             }
         }
         true
@@ -793,6 +799,11 @@ mod tests {
 
     /// [`block_reader`], not joined yet.
     fn unjoined_block_reader(retain: usize, by_task: bool) -> LogAndReader {
+        unjoined_reader(retain, Overflow::Block, by_task)
+    }
+
+    /// A log keeping `retain` messages and a reader of it (capacity 4), not joined yet.
+    fn unjoined_reader(retain: usize, overflow: Overflow, by_task: bool) -> LogAndReader {
         let log = Arc::new(Log::new(
             "t",
             Retention {
@@ -805,7 +816,7 @@ mod tests {
             stop: stop.clone(),
             poke: Box::new(|| {}),
         };
-        let reader = reader(&log, 1, 4, Overflow::Block, by_task, closing, |retirer| {
+        let reader = reader(&log, 1, 4, overflow, by_task, closing, |retirer| {
             SubscriptionCore::new(
                 1,
                 Arc::from("s"),
@@ -838,6 +849,91 @@ mod tests {
         assert_eq!(lent_text(&mut reader), Some((true, "m0".into())));
         assert_eq!(reader.lent.len(), 3, "one block of the three there");
         (log, reader, pool, keep, stop)
+    }
+
+    /// Appends without the ring lock beside a `DropOldest` reader, which takes counted
+    /// references under it while the appends trim (and drop) the values it is lapped on, and
+    /// sleeps when it has caught up.
+    /// Also run under Miri (`cargo +nightly miri test -p eventbus --lib fast_append`), whose
+    /// checks find a value read after a trim dropped it, or a cell read as it is written:
+    /// what a fast append overlapping a holder of the lock would do.
+    #[test]
+    fn a_holder_of_the_ring_lock_never_overlaps_a_fast_append() {
+        let messages: u64 = if cfg!(miri) { 300 } else { 50_000 };
+        let (log, mut reader, _keep, stop) = unjoined_reader(4, Overflow::DropOldest, false);
+        reader.join(Start::Now);
+        let appended = std::thread::scope(|scope| {
+            let (log, stop) = (&log, &stop);
+            let publisher = scope.spawn(move || {
+                let mut pool = Pool::new();
+                for seq in 0..messages {
+                    append(log, &mut pool, seq, stop);
+                }
+            });
+            // Caught up, it sleeps until an append wakes it: then the appends that follow
+            // may run without the lock until it counts itself again.
+            let mut last = None;
+            while last != Some(messages - 1) {
+                let Some(message) = reader.take(true) else {
+                    panic!("the log is open: a message comes");
+                };
+                let seq = message.seq();
+                assert_eq!(message.payload(), &format!("m{seq}"), "read intact");
+                assert!(last < Some(seq), "{seq} after {last:?}: in order");
+                last = Some(seq);
+            }
+            publisher.join().is_ok()
+        });
+        assert!(appended);
+        let fast = log.fast_appends.load(SeqCst);
+        assert!(
+            fast > 0 && fast < messages,
+            "{fast} of {messages} appends ran without the lock: the test needs both kinds"
+        );
+    }
+
+    /// A lending worker and a publisher that waits for it, in turns: the worker catches up
+    /// and sleeps, the append that wakes it stops counting it among the lockers, and the
+    /// appends that follow run without the lock until it counts itself again. Every message
+    /// arrives, in order, each read in its cell. Also under Miri (as above).
+    #[test]
+    fn a_woken_worker_counts_itself_again_before_it_reads_the_ring() {
+        let messages: u64 = if cfg!(miri) { 200 } else { 50_000 };
+        let (log, mut reader, _keep, stop) = block_reader(8, false);
+        std::thread::scope(|scope| {
+            let (log, stop) = (&log, &stop);
+            scope.spawn(move || {
+                let waits = TopicWaits::default();
+                let mut pool = Pool::new();
+                for seq in 0..messages {
+                    let wait = RoomWait {
+                        by: None,
+                        stop,
+                        waits: &waits,
+                        publisher: None,
+                    };
+                    let appended = log.append(&mut pool, seq, format!("m{seq}"), wait, false, None);
+                    assert!(appended.is_ok(), "appended {seq}");
+                    if seq % 50 == 0 {
+                        // Until the worker has caught up and sleeps: the next append wakes it.
+                        while log.lock_ring().sleepers == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+            });
+            for seq in 0..messages {
+                assert_eq!(lent_text(&mut reader), Some((true, format!("m{seq}"))));
+            }
+        });
+        assert!(
+            log.fast_appends.load(SeqCst) > 0,
+            "some appends ran without the lock"
+        );
+        assert!(
+            log.recounts.load(SeqCst) > 0,
+            "woken, it counted itself again"
+        );
     }
 
     #[test]

@@ -81,15 +81,13 @@ impl<T: Send + Sync + 'static> SharedReader<T> {
             };
             let log = &self.log;
             // Lock order: row 6 (the log's ring), nothing else held; see engine/mod.rs.
-            let mut ring = log.ring.lock();
+            let mut ring = log.lock_ring();
             // Every append and retire tells the sleepers under the ring lock: none is missed.
             while log.tail.load(Acquire) <= read
                 && self.cursor.end.load(Acquire) == OPEN
                 && !stopped(&self.stop)
             {
-                ring.sleepers += 1;
-                log.arrived.wait(&mut ring);
-                ring.sleepers -= 1;
+                log.sleep(&mut ring);
             }
         }
     }

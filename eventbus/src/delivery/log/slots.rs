@@ -9,6 +9,10 @@
 //! blocks and cells without it, for seqs below the tail it read (with acquire: the append
 //! stored its block in the table and wrote its cell before it moved the tail, with release)
 //! and at or past its protected position, which no trim passes (see `mod.rs`).
+//!
+//! "Under the ring lock", here and in `message/log_block.rs`, covers a fast append too (see
+//! `mod.rs`): no holder of the lock overlaps one, and one sees what the holders before it
+//! wrote, as the next holder would.
 
 use std::mem::ManuallyDrop;
 use std::ops::Range;
