@@ -60,7 +60,7 @@
 //!
 //! `Block`: a publish of seq `s` waits while some `Block` cursor has `s - position >=
 //! capacity` (capacity at most `retain`, so a `Block` subscription is never lapped). The
-//! publisher keeps a lower bound of `min(position + capacity)` (`Ring::limit`; positions only
+//! publisher keeps a lower bound of `min(position + capacity)` (`Gate::limit`; positions only
 //! grow) and looks at the cursors only when it reaches it. To wait, it sets
 //! `publisher_waiting`, looks at the positions again, snoozes a few turns (as a caught-up
 //! worker does before it sleeps on `arrived`), and sleeps on `advanced`; a worker stores
@@ -97,8 +97,12 @@
 //! holds of fast ones too. A fast append that reads a count of none reads the last locker's
 //! release of it: it sees what was written under the lock (the limit, the out-of-line flag,
 //! the trims). A worker asleep on `arrived` stays counted (its guard is held across the
-//! wait), so appends take the lock while one sleeps, and wake it under it; a worker that
-//! snoozes lets go of the lock whole, count and all.
+//! wait), so appends take the lock while one sleeps, and wake it under it. The append that
+//! wakes the sleepers also uncounts them (`Log::uncount_sleepers`, `Ring::woken`): a woken
+//! worker may wait a while for a core, and every append would take the lock meanwhile. Back
+//! with the mutex, a woken worker counts itself again and waits out a fast append in
+//! progress before it reads the ring (`Log::sleep`). A worker that snoozes lets go of the
+//! lock whole, count and all.
 //!
 //! # Locks
 //!
@@ -106,7 +110,7 @@
 //! worker, a subscribe, a retire, stats); never the other way round. While holding it a
 //! publisher may take the wait-graph records (`deadlock.rs`), one at a time. Trimmed messages
 //! are let go of after it is released. A holder waits for a fast append in progress, which
-//! takes no lock and never waits, so this adds no cycle.
+//! takes no lock and waits for no other thread, so this adds no cycle.
 
 mod clock;
 mod reader;
@@ -320,8 +324,9 @@ impl<T> Trims<T> {
 struct Gate {
     /// Set while a publisher appends without the ring lock.
     appending: AtomicBool,
-    /// Holders of the ring lock (through [`Log::lock_ring`]), with the workers asleep on
-    /// `arrived`, which hold it again when they wake.
+    /// Holders of the ring lock (through [`Log::lock_ring`]), counting the workers asleep on
+    /// `arrived` but not those an append woke and uncounted (`Ring::woken`): the count plus
+    /// `woken` is the guards alive, each changed with the mutex held.
     lockers: AtomicUsize,
     /// A publish of a seq below this needs no look at the cursors: `min(position + capacity)`
     /// over open `Block` cursors as last computed (a lower bound, since positions only grow;
@@ -341,7 +346,8 @@ struct RingGuard<'a, T> {
 
 impl<'a, T> RingGuard<'a, T> {
     /// The mutex's own guard: to wait on a condition variable, or let go of the lock for a
-    /// while (still counted: no fast append runs until this guard is dropped).
+    /// while, still counted (but see `Log::sleep`: an append that wakes a sleeper uncounts
+    /// it).
     fn mutex(&mut self) -> &mut MutexGuard<'a, Ring<T>> {
         &mut self.guard
     }
@@ -388,7 +394,8 @@ struct Ring<T> {
     /// What `Block` subscriptions removed while behind had not read yet, by subscription
     /// (see `Log::remove`): at most `capacity` references each, until their readers take them.
     saved: Vec<(u64, VecDeque<Message<T>>)>,
-    /// Workers waiting on `arrived`, counted among the lockers.
+    /// Workers waiting on `arrived` and counted among the lockers (as a sum: which of the
+    /// waiters are counted is not tracked, see `Log::sleep`).
     sleepers: usize,
     /// Workers woken on `arrived` by an append, no longer counted among the lockers (see
     /// `Log::sleep`), that have not taken the lock back yet.
@@ -601,6 +608,9 @@ impl<T: Send + Sync + 'static> Log<T> {
             return Err(payload);
         }
         let gate = &self.gate.0;
+        // Made before `appending`, so dropped after it on a panic: a payload's `Drop` (user
+        // code) never runs while lockers wait for this append.
+        let mut trims = Trims::new();
         // Announced, then the lockers counted (both sequentially consistent, as a locker's
         // count and its read of `appending` in `lock_ring`): one of the two sees the other.
         gate.appending.store(true, SeqCst);
@@ -615,7 +625,6 @@ impl<T: Send + Sync + 'static> Log<T> {
             return Err(payload);
         }
         let now = clock::now();
-        let mut trims = Trims::new();
         let retain = self.retention.messages as u64;
         let oldest = self.oldest.load(Relaxed);
         if let Some(lapped) = seq.checked_sub(retain).filter(|&lapped| lapped >= oldest) {
@@ -673,7 +682,8 @@ impl<T: Send + Sync + 'static> Log<T> {
         if seq < self.oldest.load(Relaxed) || seq >= self.tail.load(Relaxed) {
             return None;
         }
-        // SAFETY: under the ring lock, which every write takes, and kept; the alias is used
+        // SAFETY: under the ring lock, which every write takes (or a fast append, which no
+        // holder overlaps), and kept; the alias is used
         // only to make the counted reference.
         match unsafe { self.slots.message(seq) } {
             Some(alias) => Some(Message::clone(&Message::uncounted(alias))),
@@ -770,7 +780,8 @@ impl<T: Send + Sync + 'static> Log<T> {
         // Appended before the cutoff for certain (a stamp dates a message to the millisecond
         // rounded down): a message is not trimmed early, and at most the slack, the lags'
         // difference and a millisecond late.
-        // SAFETY: under the ring lock, which every write takes; only kept seqs are asked.
+        // SAFETY: under the ring lock, which every write takes (see the module docs: the fast
+        // append); only kept seqs are asked.
         let expired = |seq: u64| {
             seq < tail
                 && unsafe { self.slots.appended_before(seq) }.is_some_and(|before| before <= cutoff)
@@ -818,7 +829,8 @@ impl<T: Send + Sync + 'static> Log<T> {
             // within `age` is left out.
             Start::Since(age) => match now.checked_sub(age.saturating_add(self.slack)) {
                 None => oldest,
-                // SAFETY: under the ring lock, which every write takes; kept seqs only.
+                // SAFETY: under the ring lock, which every write takes (see the module docs:
+                // the fast append); kept seqs only.
                 Some(from) => unsafe { self.slots.first_appended_since(oldest..tail, from) },
             },
         };
@@ -937,13 +949,21 @@ impl<T: Send + Sync + 'static> Log<T> {
 impl<T> Log<T> {
     /// Sleeps on `arrived` until an append or a retire, the ring lock let go of meanwhile and
     /// the guard still counted: appends take the lock while a worker sleeps, and so wake it.
+    /// The append uncounts the sleepers it woke (`uncount_sleepers`), so that appends run
+    /// without the lock while they wait for a core; each counts itself again here.
+    ///
+    /// Which waiter takes which is not tracked, only the sums: the lockers plus `woken` are
+    /// the guards alive. A worker a retire woke may take a token an append left: it is then
+    /// counted twice, and the waiter the append woke, finding none, goes on uncounted. That
+    /// waiter takes the mutex after this one has counted itself and waited out the fast
+    /// append in progress, and the count stays above zero until both guards are gone; so
+    /// no fast append overlaps either.
     fn sleep(&self, ring: &mut RingGuard<'_, T>) {
         ring.sleepers += 1;
         self.arrived.wait(ring.mutex());
         if ring.woken > 0 {
-            // Uncounted by the append that woke it (or another sleeper's: the counts are
-            // alike), so that appends ran without the lock while it waited to run: counted
-            // again, it waits out the one in progress before it reads the ring.
+            // Uncounted while it waited to run: counted again, it waits out the append in
+            // progress before it reads the ring.
             ring.woken -= 1;
             self.gate.0.lockers.fetch_add(1, SeqCst);
             self.wait_out_fast_append();
@@ -978,8 +998,9 @@ impl<T> Log<T> {
     }
 
     /// Waits out a fast append that announced itself before this thread was counted among
-    /// the lockers: a few dozen instructions, unless the publisher's thread was preempted.
-    /// Its end is read with acquire: what it wrote is seen.
+    /// the lockers: short (it takes no lock and waits for no one; it may allocate a block),
+    /// unless the publisher's thread was preempted. Its end is read with acquire: what it
+    /// wrote is seen.
     fn wait_out_fast_append(&self) {
         let mut snooze = Snooze::default();
         while self.gate.0.appending.load(SeqCst) {
