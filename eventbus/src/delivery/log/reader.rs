@@ -898,7 +898,7 @@ mod tests {
     /// arrives, in order, each read in its cell. Also under Miri (as above).
     #[test]
     fn a_woken_worker_counts_itself_again_before_it_reads_the_ring() {
-        let messages: u64 = if cfg!(miri) { 200 } else { 50_000 };
+        let messages: u64 = if cfg!(miri) { 200 } else { 10_000 };
         let (log, mut reader, _keep, stop) = block_reader(8, false);
         std::thread::scope(|scope| {
             let (log, stop) = (&log, &stop);
@@ -914,7 +914,7 @@ mod tests {
                     };
                     let appended = log.append(&mut pool, seq, format!("m{seq}"), wait, false, None);
                     assert!(appended.is_ok(), "appended {seq}");
-                    if seq % 50 == 0 {
+                    if seq % 100 == 0 {
                         // Until the worker has caught up and sleeps: the next append wakes it.
                         while log.lock_ring().sleepers == 0 {
                             std::thread::yield_now();
