@@ -86,8 +86,8 @@
 //! below the limit), no inline subscriber, no reference for observers, no `retain_for` trim
 //! and no message kept out of line. Such an append runs without the lock while no one holds
 //! it (`Log::append_fast`): the lock's two read-modify-writes, and the wait for the
-//! publisher's stores at its release, were a large part of a publish (BENCHMARKS.md, "The
-//! fast append"). Everyone else takes the ring through `Log::lock_ring`, which counts them
+//! publisher's stores at its release, were a large part of a publish (BENCHMARKS.md,
+//! "Appends without the ring lock"). Everyone else takes the ring through `Log::lock_ring`, which counts them
 //! in `Gate::lockers` and, once counted, waits out a fast append in progress
 //! (`Gate::appending`). The publisher sets `appending`, then reads `lockers`; a locker counts
 //! itself, then reads `appending`; all four sequentially consistent, so one of the two sees
@@ -637,7 +637,8 @@ impl<T: Send + Sync + 'static> Log<T> {
         self.tail.store(seq + 1, Release);
         self.oldest
             .store(oldest.max((seq + 1).saturating_sub(retain)), Release);
-        // No worker sleeps on `arrived`: one that does is counted among the lockers.
+        // No worker sleeps on `arrived` unwoken: a sleeper counts among the lockers until an
+        // append wakes it.
         drop(appending);
         #[cfg(test)]
         self.fast_appends.fetch_add(1, Relaxed);
@@ -683,8 +684,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             return None;
         }
         // SAFETY: under the ring lock, which every write takes (or a fast append, which no
-        // holder overlaps), and kept; the alias is used
-        // only to make the counted reference.
+        // holder overlaps), and kept; the alias is used only to make the counted reference.
         match unsafe { self.slots.message(seq) } {
             Some(alias) => Some(Message::clone(&Message::uncounted(alias))),
             None => {
