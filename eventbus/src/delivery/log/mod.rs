@@ -589,13 +589,20 @@ impl<T: Send + Sync + 'static> Log<T> {
             self.uncount_sleepers(&mut ring);
         }
         drop(ring);
-        // After the ring lock: a task reader that joined before this append is counted.
+        self.tell_task_readers();
+        trims.let_go();
+        Ok(shared)
+    }
+
+    /// Tells the task workers and streams waiting for an append, if the log has any. After
+    /// the append, with the ring lock let go of: a task reader that joined before it is
+    /// counted (its join held the lock).
+    #[inline(always)]
+    fn tell_task_readers(&self) {
         #[cfg(feature = "tokio")]
         if self.task_readers.load(Relaxed) > 0 {
             self.arrived_tasks.notify_now();
         }
-        trims.let_go();
-        Ok(shared)
     }
 
     /// Appends `seq` without the ring lock, if no one holds it and the append needs nothing
@@ -612,7 +619,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         // code) never runs while lockers wait for this append.
         let mut trims = Trims::new();
         // Announced, then the lockers counted (both sequentially consistent, as a locker's
-        // count and its read of `appending` in `lock_ring`): one of the two sees the other.
+        // count and its read of `appending` in `count_in`): one of the two sees the other.
         gate.appending.store(true, SeqCst);
         let appending = Appending(&gate.appending);
         // A count of none read here is the last locker's release of it (or the start): what
@@ -642,11 +649,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         drop(appending);
         #[cfg(test)]
         self.fast_appends.fetch_add(1, Relaxed);
-        // A task reader that joined before this append is counted (its join was a locker's).
-        #[cfg(feature = "tokio")]
-        if self.task_readers.load(Relaxed) > 0 {
-            self.arrived_tasks.notify_now();
-        }
+        self.tell_task_readers();
         trims.let_go();
         Ok(())
     }
@@ -965,8 +968,7 @@ impl<T> Log<T> {
             // Uncounted while it waited to run: counted again, it waits out the append in
             // progress before it reads the ring.
             ring.woken -= 1;
-            self.gate.0.lockers.fetch_add(1, SeqCst);
-            self.wait_out_fast_append();
+            self.count_in();
             #[cfg(test)]
             self.recounts.fetch_add(1, Relaxed);
         } else {
@@ -987,21 +989,19 @@ impl<T> Log<T> {
     /// docs: the fast append).
     fn lock_ring(&self) -> RingGuard<'_, T> {
         let guard = self.ring.lock();
-        let gate = &self.gate.0;
-        gate.lockers.fetch_add(1, SeqCst);
-        let ring = RingGuard {
+        self.count_in();
+        RingGuard {
             guard,
-            lockers: &gate.lockers,
-        };
-        self.wait_out_fast_append();
-        ring
+            lockers: &self.gate.0.lockers,
+        }
     }
 
-    /// Waits out a fast append that announced itself before this thread was counted among
-    /// the lockers: short (it takes no lock and waits for no one; it may allocate a block),
-    /// unless the publisher's thread was preempted. Its end is read with acquire: what it
-    /// wrote is seen.
-    fn wait_out_fast_append(&self) {
+    /// Counts this thread among the lockers (the mutex held), then waits out a fast append
+    /// that announced itself before: short (it takes no lock and waits for no one; it may
+    /// allocate a block), unless the publisher's thread was preempted. Its end is read with
+    /// acquire: what it wrote is seen.
+    fn count_in(&self) {
+        self.gate.0.lockers.fetch_add(1, SeqCst);
         let mut snooze = Snooze::default();
         while self.gate.0.appending.load(SeqCst) {
             if !snooze.snooze() {
