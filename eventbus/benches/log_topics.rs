@@ -19,6 +19,9 @@
 //! - `EVENTBUS_BENCH_ONLY` (text): only the measurements whose title contains it
 //!   (`fan-out`, `publishers`, `replay`).
 //! - `EVENTBUS_BENCH_SUBSCRIBERS` (a number): only the fan-outs to that many subscribers.
+//! - `EVENTBUS_BENCH_CONTENDER` (text): only the contenders whose name contains it (`log
+//!   topic`, `bus crate`, `mailbox`), e.g. to count one contender's context switches with
+//!   `perf stat`; the ratios need the `bus` crate among them.
 //!
 //! - `EVENTBUS_BENCH_BUSY=1`: the contended regime, one core kept busy by a process the bench
 //!   starts and stops (`common/contention.rs`). Each line also prints its rounds' spread (slowest ÷
@@ -201,6 +204,12 @@ fn fan_out(
     rounds: u64,
     contenders: &[Contender],
 ) -> Vec<(Contender, Run)> {
+    let contenders: Vec<Contender> = contenders
+        .iter()
+        .copied()
+        .filter(|c| measure::wanted("EVENTBUS_BENCH_CONTENDER", c.name()))
+        .collect();
+    let contenders = &contenders[..];
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); contenders.len()];
     for _ in 0..rounds {
         for (i, &contender) in contenders.iter().enumerate() {
