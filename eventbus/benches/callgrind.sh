@@ -28,7 +28,7 @@ TOP=${TOP:-20}
 ALL=(eventbus-1 hand-1 eventbus-4 hand-4 eventbus-0 lock-0)
 PUBLISHER=(log-1 log-4 log-16 log-64 eventbus-1 eventbus-4 eventbus-16 eventbus-64)
 KNOWN=(async-0 async-1 ready-0 eventbus-0 eventbus-1 eventbus-4 eventbus-16 eventbus-64 hand-1 hand-4 lock-0
-    log-1 log-4 log-16 log-64 priority-1 priority-4)
+    log-1 log-4 log-16 log-64 priority-1 priority-4 bus-1 bus-4 bus-16)
 
 usage() {
     sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'

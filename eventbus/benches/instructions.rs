@@ -27,6 +27,10 @@
 //!   1024`), its subscribers `Block` with the default capacity; `eventbus-16`,
 //!   `eventbus-64`: a mailbox topic with as many. `callgrind.sh --publisher` counts the
 //!   publishing thread alone, to show whether its cost grows with the subscribers.
+//! - `bus-1`, `bus-4`, `bus-16`: the `bus` crate's ring (1024 seats), one writer, as many
+//!   readers, each on a thread of its own with the same counting handler: the contender
+//!   `log_topics.rs` measures log topics against, counted the same way. With a core kept
+//!   busy a run is bound by the CPU each delivery takes, which this count follows.
 //!
 //! The set-up (bus or channels, subscriber threads, close and join) is the same whatever the
 //! count, so `Ir(N) − Ir(0)` is the cost of the `N` messages alone. Every subscriber has
@@ -46,7 +50,7 @@ use parking_lot::Mutex;
 /// The hand-made channels' capacity: the bus's default mailbox size.
 const CAP: usize = eventbus::Options::DEFAULT_CAPACITY;
 
-const SCENARIOS: [&str; 14] = [
+const SCENARIOS: [&str; 17] = [
     "eventbus-0",
     "eventbus-1",
     "eventbus-4",
@@ -61,6 +65,9 @@ const SCENARIOS: [&str; 14] = [
     "log-4",
     "log-16",
     "log-64",
+    "bus-1",
+    "bus-4",
+    "bus-16",
 ];
 
 /// An 8-byte message.
@@ -145,6 +152,32 @@ fn log(subscribers: usize, messages: u64) {
         }
     }
     bus.close();
+    check(&counts, messages);
+}
+
+/// The `bus` crate's broadcast ring, as `log_topics.rs` runs it: a reader thread each.
+fn bus_crate(subscribers: usize, messages: u64) {
+    let counts = counters(subscribers);
+    let mut ring = bus::Bus::<u64>::new(1024);
+    let readers: Vec<_> = counts
+        .iter()
+        .map(|count| {
+            let count = count.clone();
+            let mut reader = ring.add_rx();
+            thread::spawn(move || {
+                for _ in 0..messages {
+                    std::hint::black_box(reader.recv().unwrap());
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for i in 0..messages {
+        ring.broadcast(i);
+    }
+    for reader in readers {
+        reader.join().unwrap();
+    }
     check(&counts, messages);
 }
 
@@ -287,6 +320,9 @@ fn run(scenario: &str, messages: u64) {
         "log-4" => log(4, messages),
         "log-16" => log(16, messages),
         "log-64" => log(64, messages),
+        "bus-1" => bus_crate(1, messages),
+        "bus-4" => bus_crate(4, messages),
+        "bus-16" => bus_crate(16, messages),
         "hand-1" => hand(1, messages),
         "hand-4" => hand(4, messages),
         "lock-0" => lock(messages),
