@@ -289,8 +289,8 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// module docs).
     ///
     /// In line in the worker's loop for its common case: the message before was lent from
-    /// the block in hand, and the next one there goes to every message (no filter, no key
-    /// to ask). Everything else (a block's end, a filter, an owned reader, a wait) is
+    /// the block in hand, the block has another, and the subscription takes every message
+    /// (no filter, no key to ask). Everything else (a block's end, a filter, an owned reader, a wait) is
     /// `next_lent_rest`, out of line: a delivery through the whole function paid about 17
     /// instructions of its frame alone (BENCHMARKS.md, "A lending worker's delivery").
     #[inline(always)]
