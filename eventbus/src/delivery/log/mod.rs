@@ -69,8 +69,8 @@
 //! once a message: after each message it lends it stores its position and reads the flag
 //! (and, if set, the publisher's mark) with no fence, and when it lets go of the block
 //! (`Reader::let_go_block`, before it takes another or waits) it stores the position again
-//! sequentially consistent and reads the flag. `DropOldest`: the trim laps it. `DropNewest` has no meaning on a shared log and is
-//! refused at subscribe.
+//! sequentially consistent and reads the flag. `DropOldest`: the trim laps it. `DropNewest`
+//! has no meaning on a shared log and is refused at subscribe.
 //!
 //! # Retiring
 //!

@@ -290,9 +290,10 @@ impl<T: Send + Sync + 'static> Reader<T> {
     ///
     /// In line in the worker's loop for its common case: the message before was lent from
     /// the block in hand, the block has another, and the subscription takes every message
-    /// (no filter, no key to ask). Everything else (a block's end, a filter, an owned reader, a wait) is
-    /// `next_lent_rest`, out of line: a delivery through the whole function paid about 17
-    /// instructions of its frame alone (BENCHMARKS.md, "A lending worker's delivery").
+    /// (no filter, no key to ask). Everything else (a block's end, a filter, an owned
+    /// reader, a wait) is `next_lent_rest`, out of line: a delivery through the whole
+    /// function paid about 17 instructions of its frame alone (BENCHMARKS.md, "A lending
+    /// worker's delivery").
     #[inline(always)]
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
         let at = self.lent_next;
