@@ -87,9 +87,9 @@
 //! and no message kept out of line. Such an append runs without the lock while no one holds
 //! it (`Log::append_fast`): the lock's two read-modify-writes, and the wait for the
 //! publisher's stores at its release, were a large part of a publish (BENCHMARKS.md,
-//! "Appends without the ring lock"). Everyone else takes the ring through `Log::lock_ring`, which counts them
-//! in `Gate::lockers` and, once counted, waits out a fast append in progress
-//! (`Gate::appending`). The publisher sets `appending`, then reads `lockers`; a locker counts
+//! "Appends without the ring lock"). Everyone else takes the ring through `Log::lock_ring`,
+//! which counts them in `Gate::lockers` and, once counted, waits out a fast append in
+//! progress (`Gate::appending`). The publisher sets `appending`, then reads `lockers`; a locker counts
 //! itself, then reads `appending`; all four sequentially consistent, so one of the two sees
 //! the other: either the append takes the lock after all, or the locker waits until it ends
 //! (and reads its end with acquire, so it sees what the append wrote). So no fast append
