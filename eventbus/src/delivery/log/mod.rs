@@ -89,20 +89,20 @@
 //! publisher's stores at its release, were a large part of a publish (BENCHMARKS.md,
 //! "Appends without the ring lock"). Everyone else takes the ring through `Log::lock_ring`,
 //! which counts them in `Gate::lockers` and, once counted, waits out a fast append in
-//! progress (`Gate::appending`). The publisher sets `appending`, then reads `lockers`; a locker counts
-//! itself, then reads `appending`; all four sequentially consistent, so one of the two sees
-//! the other: either the append takes the lock after all, or the locker waits until it ends
-//! (and reads its end with acquire, so it sees what the append wrote). So no fast append
-//! overlaps a holder of the lock, and what these docs say of appends under the ring lock
-//! holds of fast ones too. A fast append that reads a count of none reads the last locker's
-//! release of it: it sees what was written under the lock (the limit, the out-of-line flag,
-//! the trims). A worker asleep on `arrived` stays counted (its guard is held across the
-//! wait), so appends take the lock while one sleeps, and wake it under it. The append that
-//! wakes the sleepers also uncounts them (`Log::uncount_sleepers`, `Ring::woken`): a woken
-//! worker may wait a while for a core, and every append would take the lock meanwhile. Back
-//! with the mutex, a woken worker counts itself again and waits out a fast append in
-//! progress before it reads the ring (`Log::sleep`). A worker that snoozes lets go of the
-//! lock whole, count and all.
+//! progress (`Gate::appending`). The publisher sets `appending`, then reads `lockers`; a
+//! locker counts itself, then reads `appending`; all four sequentially consistent, so one
+//! of the two sees the other: either the append takes the lock after all, or the locker
+//! waits until it ends (and reads its end with acquire, so it sees what the append wrote).
+//! So no fast append overlaps a holder of the lock, and what these docs say of appends
+//! under the ring lock holds of fast ones too. A fast append that reads a count of none
+//! reads the last locker's release of it: it sees what was written under the lock (the
+//! limit, the out-of-line flag, the trims). A worker asleep on `arrived` stays counted (its
+//! guard is held across the wait), so appends take the lock while one sleeps, and wake it
+//! under it. The append that wakes the sleepers also uncounts them
+//! (`Log::uncount_sleepers`, `Ring::woken`): a woken worker may wait a while for a core,
+//! and every append would take the lock meanwhile. Back with the mutex, a woken worker
+//! counts itself again and waits out a fast append in progress before it reads the ring
+//! (`Log::sleep`). A worker that snoozes lets go of the lock whole, count and all.
 //!
 //! # Locks
 //!
