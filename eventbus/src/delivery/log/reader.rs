@@ -300,10 +300,9 @@ impl<T: Send + Sync + 'static> Reader<T> {
         if let Some(before) = self.in_hand {
             if at < self.lent.len()
                 && before + 1 == self.lent_from + at as u64
-                && self.lane.is_none()
-                && self.core.options.filter.is_none()
+                && self.takes_every_message()
             {
-                // What `finish_in_hand` and the loop below do for the block in hand.
+                // What `finish_in_hand` and `next_lent_rest`'s loop do for the block in hand.
                 self.advance_lent(before + 1);
                 self.lent_next = at + 1;
                 self.in_hand = Some(before + 1);
@@ -562,8 +561,13 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// worker, not on the publisher's thread.
     #[inline(always)]
     fn wants(&self, message: &Message<T>) -> bool {
-        // No key and no filter: a few instructions, in line.
-        self.lane.is_none() && self.core.options.filter.is_none() || self.asks(message)
+        self.takes_every_message() || self.asks(message)
+    }
+
+    /// No key and no filter: every message is wanted, known in a few instructions, in line.
+    #[inline(always)]
+    fn takes_every_message(&self) -> bool {
+        self.lane.is_none() && self.core.options.filter.is_none()
     }
 
     /// [`wants`](Self::wants) for a keyed group's worker or a filtered subscription.
