@@ -22,7 +22,8 @@
 //!   dropped when the log's is the block's only reference: then no one can reach the cell
 //!   (a reader lending in place never reads behind its position, which the trim never
 //!   passes). Otherwise the value stays, and is taken out by a later trim of the same block
-//!   that finds the log alone, or when the block's last reference is let go of.
+//!   that finds the log alone, or when the block's last reference is let go of. A value
+//!   with no `Drop` (`mem::needs_drop`) always stays: it holds nothing to let go of.
 //! - Trimming a block's last cell lets go of the log's reference. The last reference let go
 //!   of drops the values still in the block ([`last_release`]) and frees it.
 //!
@@ -323,7 +324,8 @@ impl<V> LogBlock<V> {
 
     /// Trims cells up to `index` (the log's front): takes their values out and hands each
     /// to `keep` (to be dropped once the log's lock is let go of: their `Drop` is user code),
-    /// if the log's is the block's only reference (see the module docs).
+    /// if the log's is the block's only reference (see the module docs). A value with no
+    /// `Drop` stays in its cell: taking it out would run nothing and free nothing.
     ///
     /// # Safety
     ///
@@ -331,6 +333,9 @@ impl<V> LogBlock<V> {
     /// of them is used after this (a lending reader's position is past them).
     #[inline(always)]
     pub(crate) unsafe fn trim(&self, index: u32, keep: &mut impl FnMut(V)) {
+        if !std::mem::needs_drop::<V>() {
+            return;
+        }
         // SAFETY: the log's reference keeps the block.
         let refs = unsafe { &self.header.as_ref().refs };
         // Acquire: as the last release's fence; every other reference let go of (each a
