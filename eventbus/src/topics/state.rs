@@ -295,6 +295,16 @@ impl<T: Topic> TopicState<T> {
                         publisher: None,
                     };
                     if let Some(log) = &self.log {
+                        // No observer to share it with: the append without the ring lock,
+                        // tried here, spares the common log publish the full append's
+                        // arguments and outcomes.
+                        let payload = match order.observers.is_empty() {
+                            true => match log.append_fast(self.numbering.next(), payload) {
+                                Ok(()) => return Ok(self.numbering.take()),
+                                Err(payload) => payload,
+                            },
+                            false => payload,
+                        };
                         let (observers, pool) = (&order.observers, &mut order.pool);
                         let entered = std::iter::empty();
                         return self.log_out(log, observers, pool, payload, how, entered, None);

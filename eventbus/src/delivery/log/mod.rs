@@ -610,7 +610,7 @@ impl<T: Send + Sync + 'static> Log<T> {
     /// module docs: the fast append). Gives the payload back where it does not. Called under
     /// the topic's order lock, with no inline subscriber to run and no share to make.
     #[inline(always)]
-    fn append_fast(&self, seq: u64, payload: T) -> Result<(), T> {
+    pub(crate) fn append_fast(&self, seq: u64, payload: T) -> Result<(), T> {
         if self.retention.max_age.is_some() {
             return Err(payload);
         }
