@@ -151,13 +151,13 @@ impl TopicIndex {
     }
 
     #[inline(always)]
-    fn get(&self) -> Option<usize> {
+    pub(crate) fn get(&self) -> Option<usize> {
         let index = self.0.load(Relaxed);
         (index != UNSET).then_some(index)
     }
 
     /// The index, given now if it has none.
-    fn get_or_give(&self) -> usize {
+    pub(crate) fn get_or_give(&self) -> usize {
         if let Some(index) = self.get() {
             return index;
         }

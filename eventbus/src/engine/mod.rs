@@ -205,14 +205,20 @@ impl Engine {
     fn with_topic<T: Topic, R>(&self, f: impl FnOnce(&TopicState<T>) -> R) -> R {
         // `f` called in one place only, so that it is inlined here.
         let made;
-        let topic = match self.topics.find(TypeId::of::<T>()) {
-            Some(topic) => topic,
-            None => {
-                made = self.topic::<T>();
-                &made
-            }
+        let topic = match self.topics.find_indexed(T::__index()) {
+            Some(topic) => match topic.downcast_ref::<TopicState<T>>() {
+                Some(topic) => topic,
+                None => unreachable!("a topic index is one topic type's"),
+            },
+            None => match self.topics.find(TypeId::of::<T>()) {
+                Some(topic) => typed::<T>(&**topic),
+                None => {
+                    made = self.topic::<T>();
+                    typed::<T>(&*made)
+                }
+            },
         };
-        f(typed::<T>(&**topic))
+        f(topic)
     }
 
     /// The topic's state, made on first use with the observers that match it: under their
@@ -245,6 +251,9 @@ impl Engine {
                 numbering.lock();
             }
             self.numberings.insert(index, numbering);
+        }
+        if let Some(index) = T::__index() {
+            self.topics.index(index, &topic);
         }
         topic
     }

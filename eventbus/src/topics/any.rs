@@ -40,6 +40,8 @@ pub(crate) trait AnyTopic: Send + Sync {
     #[cfg(feature = "dashboard")]
     fn show(&self, message: &(dyn Any + Send + Sync)) -> Option<String>;
     fn as_any(&self) -> &dyn Any;
+    /// The same state as `Any`, for the directory's table by topic index.
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     fn name(&self) -> &'static str;
     fn published(&self) -> u64;
     /// How many messages were numbered, if no publish holds the order lock now. Taking the

@@ -8,8 +8,13 @@
 //! empty slot knows the type is in no later one (a writer fills the first free slot it
 //! meets). A topic whose probe run is full (a program with many topics, or an unlucky hash)
 //! goes to a copy-on-write map instead, which costs a reference count per publish.
+//!
+//! A topic type with an index (`numbering::TopicIndex`: `#[derive(Topic)]` on a type without
+//! generic parameters) is also put in a table by that index once made, as its state's `Any`:
+//! a publish finds it there with a load and one type check, no hash, probe or second
+//! virtual call (about 20 instructions a publish; BENCHMARKS.md).
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
@@ -17,6 +22,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwap;
 
 use crate::lifecycle::Topics;
+use crate::numbering::TopicIndex;
 use crate::topics::any::AnyTopic;
 
 /// Slots in the table; a power of two. 128 slots of 40 bytes: 5 KiB per bus.
@@ -24,6 +30,10 @@ const SLOTS: usize = 128;
 
 /// How many slots a lookup reads before it tries the overflow map.
 const PROBES: usize = 8;
+
+/// Slots in the table by topic index: topic types past the first this many in the process
+/// are found by `TypeId` only.
+const INDEXED: usize = 256;
 
 type Slot = OnceLock<(TypeId, Arc<dyn AnyTopic>)>;
 
@@ -34,6 +44,8 @@ pub(crate) struct Directory {
     slots: [Slot; SLOTS],
     /// Topics that found no free slot in their probe run; copy-on-write.
     overflow: ArcSwap<TopicMap>,
+    /// The topics of types with an index, by it: write-once too.
+    by_index: Box<[OnceLock<Arc<dyn Any + Send + Sync>>]>,
 }
 
 impl Directory {
@@ -41,6 +53,25 @@ impl Directory {
         Directory {
             slots: std::array::from_fn(|_| Slot::new()),
             overflow: ArcSwap::from_pointee(TopicMap::default()),
+            by_index: (0..INDEXED).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The topic of a type with `index`, if it was made and put in the table by index: the
+    /// publish path's first look.
+    #[inline(always)]
+    pub(crate) fn find_indexed(
+        &self,
+        index: Option<&TopicIndex>,
+    ) -> Option<&(dyn Any + Send + Sync)> {
+        Some(&**self.by_index.get(index?.get()?)?.get()?)
+    }
+
+    /// Puts `topic`, made and in the directory, in the table by its type's `index`, if the
+    /// index is inside it.
+    pub(crate) fn index(&self, index: &TopicIndex, topic: &Arc<dyn AnyTopic>) {
+        if let Some(slot) = self.by_index.get(index.get_or_give()) {
+            slot.get_or_init(|| Arc::clone(topic).into_any());
         }
     }
 
@@ -251,5 +282,21 @@ mod tests {
         assert!(Arc::ptr_eq(directory.find(TypeId::of::<A>()).unwrap(), &a));
         assert!(Arc::ptr_eq(directory.find(TypeId::of::<B>()).unwrap(), &b));
         assert_eq!(a.name(), "A");
+    }
+
+    #[test]
+    fn a_topic_put_in_by_index_is_found_there_as_its_state() {
+        let directory = Directory::new();
+        let index = TopicIndex::new();
+        assert!(directory.find_indexed(None).is_none(), "a type with no index");
+        assert!(directory.find_indexed(Some(&index)).is_none(), "not given yet");
+        let a = directory.get_or_make(TypeId::of::<A>(), || Arc::new(TopicState::<A>::new()));
+        assert!(directory.find_indexed(Some(&index)).is_none(), "made, not put in");
+        directory.index(&index, &a);
+        let found = directory.find_indexed(Some(&index)).unwrap();
+        let state = found.downcast_ref::<TopicState<A>>().unwrap();
+        let made = a.as_any().downcast_ref::<TopicState<A>>().unwrap();
+        assert!(std::ptr::eq(state, made), "the one state, not a copy");
+        assert!(found.downcast_ref::<TopicState<B>>().is_none());
     }
 }

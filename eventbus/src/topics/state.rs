@@ -909,6 +909,10 @@ impl<T: Topic> AnyTopic for TopicState<T> {
         self
     }
 
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+
     fn redeliver(
         &self,
         message: &(dyn Any + Send + Sync),
