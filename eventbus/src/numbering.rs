@@ -130,8 +130,9 @@ impl Numbering {
     }
 }
 
-/// A topic type's place in each bus's table of [`Numbering`]s, given on first use from one
-/// count for the process. `#[derive(Topic)]` makes one `static` per topic type that has no
+/// A topic type's place in each bus's table of [`Numbering`]s (and in its directory's table
+/// of topics by index, `topics/directory.rs`), given on first use from one count for the
+/// process. `#[derive(Topic)]` makes one `static` per topic type that has no
 /// generic parameters (a `static` in a generic impl would be shared by every instantiation).
 /// Not for direct use.
 #[doc(hidden)]

@@ -170,8 +170,8 @@ impl<V> Slots<V> {
     #[inline(always)]
     pub(crate) unsafe fn trim(&self, seq: u64, keep: &mut impl FnMut(V)) -> Option<LogBlock<V>> {
         // A value with no `Drop` stays in its cell (`LogBlock::trim`): only a block's last
-        // cell has something to do, let go of the log's reference. A publish of a small
-        // `Copy`-like message is spared the block's look-up at every other append.
+        // cell has something to do, let go of the log's reference. An append of a plain
+        // message (numbers, say) is spared the block's look-up but at a block's end.
         if !std::mem::needs_drop::<V>() && (seq + 1) & (self.cells() - 1) != 0 {
             return None;
         }
