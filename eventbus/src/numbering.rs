@@ -171,7 +171,8 @@ impl TopicIndex {
 }
 
 /// Slots in a bus's table: topic types past the first this many in the process take the
-/// publish's usual way.
+/// publish's usual way. Every topic type made with an index counts, log topics' too (the
+/// directory's table by index gives them theirs).
 const SLOTS: usize = 256;
 
 /// A bus's mailbox topics' [`Numbering`]s by topic index.

@@ -97,9 +97,10 @@ pub trait Topic: Send + Sync + 'static {
         write!(f, "<{}>", std::any::type_name::<Self>())
     }
 
-    /// The topic type's index in each bus's table of numberings (`numbering.rs`):
-    /// `#[derive(Topic)]` gives one to a type without generic parameters. `None`: every
-    /// publish finds the topic the usual way. Not for direct use.
+    /// The topic type's index in each bus's table of numberings (`numbering.rs`) and of
+    /// topics by index (`topics/directory.rs`): `#[derive(Topic)]` gives one to a type
+    /// without generic parameters. `None`: every publish finds the topic the usual way. Not
+    /// for direct use.
     #[doc(hidden)]
     fn __index() -> Option<&'static TopicIndex> {
         None

@@ -16,8 +16,8 @@
 //! stead: the fast append, below); each append trims the front to
 //! `retain` messages (seq `s - retain` before it writes `s`) and, with `retain_for`, drops
 //! what is older, but never past a `Block` subscription's position. A trimmed payload is
-//! dropped once no reference holds its block but the log's (else when the last one goes),
-//! and a block trimmed whole is let go of. A worker takes references out (a batch for
+//! dropped once no reference holds its block but the log's (else when the last one goes;
+//! one with no `Drop` stays in its cell), and a block trimmed whole is let go of. A worker takes references out (a batch for
 //! `Block`, one at a time for `DropOldest`, so a stalled `DropOldest` subscription holds
 //! nothing beyond the log but the block of the message in its handler), and after each
 //! message is finished moves its position on. A worker that finds its next seq trimmed

@@ -159,9 +159,10 @@ impl<V> Slots<V> {
         }
     }
 
-    /// Trims `seq`, the log's oldest: the values no reference can reach go to `keep`, and
-    /// the log's reference to the block, if this was its last cell, is returned; both to be
-    /// let go of once the ring lock is.
+    /// Trims `seq`, the log's oldest: the values no reference can reach go to `keep` (a value
+    /// with no `Drop` stays in its cell: see `LogBlock::trim`), and the log's reference to
+    /// the block, if this was its last cell, is returned; both to be let go of once the ring
+    /// lock is.
     ///
     /// # Safety
     ///
