@@ -17,10 +17,10 @@
 //! `retain` messages (seq `s - retain` before it writes `s`) and, with `retain_for`, drops
 //! what is older, but never past a `Block` subscription's position. A trimmed payload is
 //! dropped once no reference holds its block but the log's (else when the last one goes;
-//! one with no `Drop` stays in its cell), and a block trimmed whole is let go of. A worker takes references out (a batch for
-//! `Block`, one at a time for `DropOldest`, so a stalled `DropOldest` subscription holds
-//! nothing beyond the log but the block of the message in its handler), and after each
-//! message is finished moves its position on. A worker that finds its next seq trimmed
+//! one with no `Drop` stays in its cell), and a block trimmed whole is let go of. A worker
+//! takes references out (a batch for `Block`, one at a time for `DropOldest`, so a stalled
+//! `DropOldest` subscription holds nothing beyond the log but the block of the message in
+//! its handler), and after each message is finished moves its position on. A worker that finds its next seq trimmed
 //! (lapped) counts the gap as dropped and reads on from the oldest kept.
 //!
 //! A message an inline subscriber kept a reference to while its publish ran (it was made
