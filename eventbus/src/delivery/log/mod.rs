@@ -20,8 +20,9 @@
 //! one with no `Drop` stays in its cell), and a block trimmed whole is let go of. A worker
 //! takes references out (a batch for `Block`, one at a time for `DropOldest`, so a stalled
 //! `DropOldest` subscription holds nothing beyond the log but the block of the message in
-//! its handler), and after each message is finished moves its position on. A worker that finds its next seq trimmed
-//! (lapped) counts the gap as dropped and reads on from the oldest kept.
+//! its handler), and after each message is finished moves its position on. A worker that
+//! finds its next seq trimmed (lapped) counts the gap as dropped and reads on from the
+//! oldest kept.
 //!
 //! A message an inline subscriber kept a reference to while its publish ran (it was made
 //! in a block of its own for them) cannot move into its cell: the cell is marked out of
