@@ -320,8 +320,9 @@ impl<T: Topic> TopicState<T> {
 
     /// Publishes as [`publish`](Self::publish) does from outside a handler with
     /// `Wait::Forever`, if that needs no wait: the order lock free, the bus open, a topic
-    /// without a log or observers, and room in every `Block` mailbox. Otherwise the payload
-    /// comes back, not numbered.
+    /// without observers or inline subscribers, and room in every `Block` mailbox, or, on a
+    /// log topic, the append without the ring lock (`Log::append_fast`, which never waits).
+    /// Otherwise the payload comes back, not numbered.
     ///
     /// With feature `tokio` a sync publish comes here first, so that it asks whether its
     /// thread runs a runtime (a thread-local look and a reference count, about 40
@@ -332,7 +333,7 @@ impl<T: Topic> TopicState<T> {
     #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn publish_at_once(&self, payload: T, lifecycle: &Lifecycle) -> Result<u64, T> {
-        if self.log.is_some() || self.queue.is_some() {
+        if self.queue.is_some() {
             return Err(payload);
         }
         let _turn = TurnOver(self);
@@ -346,6 +347,16 @@ impl<T: Topic> TopicState<T> {
         let order = self.current_counted(&mut order);
         if !order.observers.is_empty() || !order.inline.is_empty() {
             return Err(payload);
+        }
+        // A log topic's sync publish came here and was sent back every time: each asked then
+        // whether its thread ran a runtime, and found its topic again (about 120 instructions
+        // a publish; BENCHMARKS.md, "Plain messages, the append in line, a topic by its
+        // index").
+        if let Some(log) = &self.log {
+            return match log.append_fast(self.numbering.next(), payload) {
+                Ok(()) => Ok(self.numbering.take()),
+                Err(payload) => Err(payload),
+            };
         }
         if order.room == 0 && !Self::look_for_room(order) {
             return Err(payload);
