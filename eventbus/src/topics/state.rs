@@ -299,8 +299,8 @@ impl<T: Topic> TopicState<T> {
                         // tried here, spares the common log publish the full append's
                         // arguments and outcomes.
                         let payload = match order.observers.is_empty() {
-                            true => match log.append_fast(self.numbering.next(), payload) {
-                                Ok(()) => return Ok(self.numbering.take()),
+                            true => match self.append_at_once(log, payload) {
+                                Ok(seq) => return Ok(seq),
                                 Err(payload) => payload,
                             },
                             false => payload,
@@ -353,10 +353,7 @@ impl<T: Topic> TopicState<T> {
         // a publish; BENCHMARKS.md, "Plain messages, the append in line, a topic by its
         // index").
         if let Some(log) = &self.log {
-            return match log.append_fast(self.numbering.next(), payload) {
-                Ok(()) => Ok(self.numbering.take()),
-                Err(payload) => Err(payload),
-            };
+            return self.append_at_once(log, payload);
         }
         if order.room == 0 && !Self::look_for_room(order) {
             return Err(payload);
@@ -369,6 +366,15 @@ impl<T: Topic> TopicState<T> {
         };
         let (subscribers, pool) = (&order.subscribers, &mut order.pool);
         Ok(self.hand_out(subscribers, &[], pool, payload, std::iter::empty(), how))
+    }
+
+    /// Appends `payload` to the log without the ring lock (`Log::append_fast`), numbered as
+    /// the full append numbers it: its seq, or the payload back, not numbered, where the
+    /// append must go the full way. Under the order lock.
+    #[inline(always)]
+    fn append_at_once(&self, log: &Log<T>, payload: T) -> Result<u64, T> {
+        log.append_fast(self.numbering.next(), payload)?;
+        Ok(self.numbering.take())
     }
 
     /// `publish_at_once`'s count of room ran out: looks at every mailbox's room again;
