@@ -348,10 +348,9 @@ impl<T: Topic> TopicState<T> {
         if !order.observers.is_empty() || !order.inline.is_empty() {
             return Err(payload);
         }
-        // A log topic's sync publish came here and was sent back every time: each asked then
-        // whether its thread ran a runtime, and found its topic again (about 120 instructions
-        // a publish; BENCHMARKS.md, "Plain messages, the append in line, a topic by its
-        // index").
+        // Where a log topic's sync publish was sent back every time, each asked then whether
+        // its thread ran a runtime and found its topic again: about 140 instructions a 1 → 1
+        // delivery (BENCHMARKS.md, "No tokio tax on log topics either").
         if let Some(log) = &self.log {
             return self.append_at_once(log, payload);
         }
