@@ -56,6 +56,7 @@ fn worth_retrying(error: &dyn Any) -> bool {
 /// branch in the worker's loop; the swap is out of line. As its own function the common
 /// case cost a thread worker's delivery about 37 instructions, most of them the frame
 /// (BENCHMARKS.md, "The mailbox path's drift").
+#[cfg(feature = "tokio")]
 #[inline(always)]
 pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
     // A clone, a swap and a restore per delivery were about 100 instructions of a log
@@ -64,6 +65,22 @@ pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() ->
         return run();
     }
     with_retry_if_set(retry_if, run)
+}
+
+/// [`with_retry_if`] for a thread worker's attempt. Its loop is its thread's outermost
+/// frame, where no `retry_if` is set (one set further in is put back on the way out, a panic
+/// included), so only the subscription's own is asked about: the thread-local flag's look,
+/// about 4 instructions a delivery, is left out.
+#[inline(always)]
+pub(crate) fn with_own_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
+    debug_assert!(
+        !RETRY_IF_SET.with(|set| set.get()),
+        "a worker's loop is outermost"
+    );
+    match retry_if {
+        None => run(),
+        Some(_) => with_retry_if_set(retry_if, run),
+    }
 }
 
 /// [`with_retry_if`] when there is a `retry_if` to set or one to restore.

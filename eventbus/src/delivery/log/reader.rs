@@ -146,6 +146,11 @@ pub(crate) struct Reader<T> {
     lent_from: u64,
     /// The index in `lent` of the next message to lend.
     lent_next: usize,
+    /// Where `next_lent`'s common case stops lending from `lent`: its end for a
+    /// subscription that takes every message, 0 for one that asks (a filter, a key), whose
+    /// every message goes through `wants`. Set once a block, so the common case asks one
+    /// bound, not three (about 8 instructions a delivery).
+    lend_to: usize,
     /// A lending worker's bound: messages before it are in the log for it (see `next_lent`).
     visible: u64,
     batch_size: usize,
@@ -225,6 +230,7 @@ pub(crate) fn reader<T: Send + Sync + 'static>(
         lent: Vec::new(),
         lent_from: 0,
         lent_next: 0,
+        lend_to: 0,
         visible: 0,
         batch_size: if block.is_some() {
             BATCH.min(capacity)
@@ -298,10 +304,11 @@ impl<T: Send + Sync + 'static> Reader<T> {
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
         let at = self.lent_next;
         if let Some(before) = self.in_hand {
-            if at < self.lent.len()
-                && before + 1 == self.lent_from + at as u64
-                && self.takes_every_message()
-            {
+            if at < self.lend_to {
+                // The message in hand is the one before, lent from this block: a block is
+                // copied only once the last is let go of, with nothing in hand
+                // (`next_lent_rest`), and an owned take leaves `lent` empty.
+                debug_assert_eq!(before + 1, self.lent_from + at as u64);
                 // What `finish_in_hand` and `next_lent_rest`'s loop do for the block in hand.
                 self.advance_lent(before + 1);
                 self.lent_next = at + 1;
@@ -391,7 +398,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
             true => to,
             false => from,
         };
-        'blocks: while seq < to {
+        while seq < to {
             // SAFETY (all): protected (the exchange above, which `unprotect` waits out), so no
             // trim reaches `seq..to`: at or past the position, and below the tail read with
             // acquire. Each block is looked up once for its run of cells.
@@ -399,19 +406,31 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 break;
             };
             let end = to.min(block.base() + u64::from(block.cells()));
-            for index in first..first + (end - seq) as u32 {
-                if unsafe { block.is_out_of_line(index) } {
-                    break 'blocks;
-                }
-                // SAFETY: the block keeps the message while protected (no trim passes the
-                // position, and the copy is not used after that: `lent_next` has passed it),
-                // and `held` keeps it after an `unprotect`, which reads `lent..lent_to` (all
-                // of this run) once this copy is done; the copy is never dropped.
-                self.lent
-                    .push(Message::uncounted(unsafe { block.alias(index) }));
+            let run = first..first + (end - seq) as u32;
+            // The run's cells up to the first out of line, counted first: the copy below is
+            // then over a range, one length store for the run, where a push per cell cost a
+            // delivery about 6 instructions.
+            let in_line = run
+                .clone()
+                .take_while(|&index| !unsafe { block.is_out_of_line(index) })
+                .count() as u32;
+            // SAFETY: the block keeps the messages while protected (no trim passes the
+            // position, and a copy is not used after that: `lent_next` has passed it), and
+            // `held` keeps them after an `unprotect`, which reads `lent..lent_to` (all of
+            // this run) once this copy is done; the copies are never dropped.
+            self.lent.extend(
+                (run.start..run.start + in_line)
+                    .map(|index| Message::uncounted(unsafe { block.alias(index) })),
+            );
+            if in_line < run.len() as u32 {
+                break;
             }
             seq = end;
         }
+        self.lend_to = match self.takes_every_message() {
+            true => self.lent.len(),
+            false => 0,
+        };
         let copied = self.lent_from + self.lent.len() as u64;
         match self.lent.is_empty() {
             true => self.cursor.lent.store(NONE, Relaxed),
@@ -450,6 +469,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
         let (from, to) = (self.lent_from, self.lent_from + self.lent.len() as u64);
         self.lent.clear();
         self.lent_next = 0;
+        self.lend_to = 0;
         self.cursor.lent.swap(NONE, SeqCst);
         let finished = self.cursor.position.swap(to, SeqCst);
         debug_assert_eq!(
