@@ -163,8 +163,16 @@ const COPYING: u8 = 1;
 const UNPROTECTED: u8 = 2;
 
 /// How often a publisher waiting for a `Block` subscription looks again (for a forced stop,
-/// a deadline, or a cycle), besides being woken.
+/// a deadline, or a cycle), besides being woken, once it has waited a while.
 const RECHECK: Duration = Duration::from_millis(5);
+
+/// A waiting publisher's first sleep, doubled at each one after, up to [`RECHECK`]. The
+/// worker that would wake it may itself have been woken onto a core another process keeps
+/// busy, and wait there for that core's next tick (4 ms here) while the other core idles:
+/// with one core busy, a 1 → 16 run's threads were all asleep about half of it, on the
+/// ticks' grid. A publisher that looks again soon goes idle again soon, and a core going
+/// idle pulls such a worker over (BENCHMARKS.md, "A worker's loop, trimmed").
+const FIRST_RECHECK: Duration = Duration::from_micros(200);
 
 /// The most references a `Block` worker takes out of the ring at once.
 const BATCH: usize = 64;
@@ -714,6 +722,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         } = wait;
         let _waiting = Waiting(&self.publisher_waiting.0);
         let mut snooze = Snooze::default();
+        let mut recheck = FIRST_RECHECK;
         loop {
             // Announced before the positions are read: see the module docs.
             self.publisher_waiting.0.store(true, SeqCst);
@@ -742,7 +751,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             if deadline.is_some_and(|deadline| now >= deadline) {
                 return Err(NoRoom::Timeout);
             }
-            let until = deadline.map_or(now + RECHECK, |deadline| deadline.min(now + RECHECK));
+            let until = deadline.map_or(now + recheck, |deadline| deadline.min(now + recheck));
             // Woken once the subscription has made room for a few more, not for every message
             // it finishes: a wake-up per message per worker was most of a fan-out's cost.
             // Announced, then the position read again (both sequentially consistent, as the
@@ -767,6 +776,7 @@ impl<T: Send + Sync + 'static> Log<T> {
             waits.waiting_on(&behind.node, || {
                 let _ = self.advanced.wait_until(ring.mutex(), until);
             });
+            recheck = (recheck * 2).min(RECHECK);
         }
     }
 
