@@ -169,9 +169,9 @@ const RECHECK: Duration = Duration::from_millis(5);
 /// A waiting publisher's first sleep, doubled at each one after, up to [`RECHECK`]. The
 /// worker that would wake it may itself have been woken onto a core another process keeps
 /// busy, and wait there for that core's next tick (4 ms here) while the other core idles:
-/// with one core busy, a 1 → 16 run's threads were all asleep about half of it, on the
-/// ticks' grid. A publisher that looks again soon goes idle again soon, and a core going
-/// idle pulls such a worker over (BENCHMARKS.md, "A worker's loop, trimmed").
+/// with one core busy, a 1 → 16 run left the other idle for up to 45% of it, every thread
+/// asleep on the ticks' grid. A publisher that looks again soon goes idle again soon, and a
+/// core going idle pulls such a worker over (BENCHMARKS.md, "A worker's loop, trimmed").
 const FIRST_RECHECK: Duration = Duration::from_micros(200);
 
 /// The most references a `Block` worker takes out of the ring at once.

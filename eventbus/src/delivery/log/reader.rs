@@ -544,10 +544,10 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// few messages late, or not before the block ends: `let_go_block` stores the position
     /// sequentially consistent and looks again, over the whole block, before the worker
     /// takes another or waits. So a publisher that announced its wait just as a step's store
-    /// was on its way sleeps until the block's end at worst (or `RECHECK`, 5 ms, if the
-    /// block's handlers take longer), where the swap woke it at once. The same holds for the
-    /// mark (`Log::wake_at`), read relaxed here. Only for messages lent from the block in
-    /// hand (`finish_in_hand`, and `next_lent`'s common case).
+    /// was on its way sleeps until the block's end at worst (or until it looks again, 0.2 to
+    /// 5 ms on, if the block's handlers take longer), where the swap woke it at once. The
+    /// same holds for the mark (`Log::wake_at`), read relaxed here. Only for messages lent
+    /// from the block in hand (`finish_in_hand`, and `next_lent`'s common case).
     #[inline(always)]
     fn advance_lent(&self, seq: u64) {
         self.cursor.position.store(seq, Release);
@@ -1017,7 +1017,7 @@ mod tests {
     /// eventbus --lib reader`): an owned reader (a task's) finishing the message that
     /// reaches a waiting publisher's mark, and the publisher announcing its wait and
     /// reading the position. One of the two must see the other, else the publisher sleeps
-    /// its `RECHECK` out with room made.
+    /// until it looks again (`FIRST_RECHECK` to `RECHECK`) with room made.
     #[test]
     fn an_owned_reader_and_a_waiting_publisher_see_one_another() {
         for round in 0..if cfg!(miri) { 16 } else { 200 } {
