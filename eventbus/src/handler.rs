@@ -30,7 +30,7 @@ pub struct Failure {
 
 thread_local! {
     /// The `retry_if` of the subscription whose attempt this thread runs now (see
-    /// [`attempt_with`]): the handler's error has its type only where the handler's result
+    /// `with_retry_if_set`): the handler's error has its type only where the handler's result
     /// is turned into a [`Failure`], inside the attempt, so the question is asked there.
     static RETRY_IF: std::cell::RefCell<Option<RetryIf>> = const { std::cell::RefCell::new(None) };
     /// Whether `RETRY_IF` holds one: a flag with no destructor, so asking it costs a load,
@@ -49,13 +49,13 @@ fn worth_retrying(error: &dyn Any) -> bool {
 }
 
 /// Runs `run` with `retry_if` as the thread's, and back to what was there after (a panic
-/// included).
+/// included): each poll of an async attempt, which may run inside another (a task polled
+/// by a thread that is running one).
 ///
-/// In line: the common case (no `retry_if` here and none set on this thread, as when no
-/// inline subscriber's outer handler with one is running further up) is one load and a
-/// branch in the worker's loop; the swap is out of line. As its own function the common
-/// case cost a thread worker's delivery about 37 instructions, most of them the frame
-/// (BENCHMARKS.md, "The mailbox path's drift").
+/// In line: the common case (no `retry_if` here and none set on this thread) is one load
+/// and a branch; the swap is out of line. As its own function the common case cost a
+/// thread worker's delivery about 37 instructions, most of them the frame (BENCHMARKS.md,
+/// "The mailbox path's drift"); thread workers now take `with_own_retry_if`.
 #[cfg(feature = "tokio")]
 #[inline(always)]
 pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
@@ -67,7 +67,7 @@ pub(crate) fn with_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() ->
     with_retry_if_set(retry_if, run)
 }
 
-/// [`with_retry_if`] for a thread worker's attempt. Its loop is its thread's outermost
+/// `with_retry_if` for a thread worker's attempt. Its loop is its thread's outermost
 /// frame, where no `retry_if` is set (one set further in is put back on the way out, a panic
 /// included), so only the subscription's own is asked about: the thread-local flag's look,
 /// about 4 instructions a delivery, is left out.
@@ -83,7 +83,8 @@ pub(crate) fn with_own_retry_if<R>(retry_if: Option<&RetryIf>, run: impl FnOnce(
     }
 }
 
-/// [`with_retry_if`] when there is a `retry_if` to set or one to restore.
+/// `with_retry_if` or `with_own_retry_if` when there is a `retry_if` to set or one to
+/// restore.
 #[inline(never)]
 fn with_retry_if_set<R>(retry_if: Option<&RetryIf>, run: impl FnOnce() -> R) -> R {
     struct Restore(Option<RetryIf>);

@@ -60,9 +60,10 @@ fn serve<T: Send + Sync + 'static>(
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
     // Once the bus is stopped, takes nothing more: a log's unread messages stay in the log
-    // (see `close_out_rest`), so the stats read right after a forced close stay true. A stop
-    // closes the bus (`Lifecycle::stop`), so while it is open one load answers both
-    // questions: two loads a delivery, where asking each flag cost three.
+    // (see `close_out_rest`), so the stats read right after a forced close stay true. A bus is
+    // stopped only once its close has begun (`Engine::close_from` stops it after
+    // `Lifecycle::close` left `OPEN`), so while it is open one load answers both questions:
+    // two loads a delivery, where asking each flag cost three.
     let mut go_on = !lifecycle.is_stopped();
     while let Some(message) = go_on.then(|| inbox.next_lent()).flatten() {
         took(&core);

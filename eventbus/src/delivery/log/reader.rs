@@ -148,8 +148,9 @@ pub(crate) struct Reader<T> {
     lent_next: usize,
     /// Where `next_lent`'s common case stops lending from `lent`: its end for a
     /// subscription that takes every message, 0 for one that asks (a filter, a key), whose
-    /// every message goes through `wants`. Set once a block, so the common case asks one
-    /// bound, not three (about 8 instructions a delivery).
+    /// every message goes through `wants`. Set once a block, so the common case compares
+    /// one bound where it compared three, the index's own check aside (about 8
+    /// instructions a delivery).
     lend_to: usize,
     /// A lending worker's bound: messages before it are in the log for it (see `next_lent`).
     visible: u64,
