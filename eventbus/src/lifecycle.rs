@@ -161,10 +161,12 @@ impl Lifecycle {
         self.state.load(SeqCst) == CLOSED
     }
 
-    /// Whether a forced stop ended the bus: workers take no more messages.
+    /// Whether a forced stop ended the bus: workers take no more messages. An open bus is
+    /// never stopped (`stop` leaves `OPEN` before it sets the flag), so while it is open the
+    /// state's one load answers: a worker asks this for every message it takes.
     #[inline]
     pub(crate) fn is_stopped(&self) -> bool {
-        self.stopped.load(SeqCst)
+        self.state.load(SeqCst) != OPEN && self.stopped.load(SeqCst)
     }
 
     /// Whether a publish may go ahead: always while open; while draining only when `inside`
@@ -443,6 +445,9 @@ impl Lifecycle {
     /// A forced stop: the bus is closed at once, workers take no more messages (what their
     /// mailboxes hold is dropped, counted), and every wait on `stop_rx` ends.
     pub(crate) fn stop(&self) {
+        // Out of `OPEN` first (a close has always left it already: `Engine::close_from`), so
+        // that `is_stopped` may ask the state before the flag.
+        let _ = self.state.compare_exchange(OPEN, DRAINING, SeqCst, SeqCst);
         self.stopped.store(true, SeqCst);
         self.state.store(CLOSED, SeqCst);
         // Lock order: row 9 (`stop_tx`), a leaf; see engine/mod.rs.

@@ -60,14 +60,13 @@ fn serve<T: Send + Sync + 'static>(
     let _finish = Finish(&context, &core);
     let lifecycle = &context.lifecycle;
     // Once the bus is stopped, takes nothing more: a log's unread messages stay in the log
-    // (see `close_out_rest`), so the stats read right after a forced close stay true. A bus is
-    // stopped only once its close has begun (`Engine::close_from` stops it after
-    // `Lifecycle::close` left `OPEN`), so while it is open one load answers both questions:
-    // two loads a delivery, where asking each flag cost three.
+    // (see `close_out_rest`), so the stats read right after a forced close stay true. While
+    // the bus is open, `is_stopped` and `is_open` are one load each: two a delivery, since
+    // the stop is asked before the next take only once the bus is not open.
     let mut go_on = !lifecycle.is_stopped();
     while let Some(message) = go_on.then(|| inbox.next_lent()).flatten() {
         took(&core);
-        if !lifecycle.is_open() && lifecycle.is_stopped() {
+        if lifecycle.is_stopped() {
             closed_out(&core, &context, message.into_owned());
             break;
         }
