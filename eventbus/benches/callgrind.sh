@@ -27,7 +27,7 @@ N=${N:-50000}
 TOP=${TOP:-20}
 ALL=(eventbus-1 hand-1 eventbus-4 hand-4 eventbus-0 lock-0)
 PUBLISHER=(log-1 log-4 log-16 log-64 eventbus-1 eventbus-4 eventbus-16 eventbus-64)
-KNOWN=(async-0 async-1 ready-0 eventbus-0 eventbus-1 eventbus-4 eventbus-16 eventbus-64 hand-1 hand-4 lock-0
+KNOWN=(async-0 async-1 ready-0 task-1 task-4 tokio-hand-1 tokio-hand-4 eventbus-0 eventbus-1 eventbus-4 eventbus-16 eventbus-64 hand-1 hand-4 lock-0
     log-1 log-4 log-16 log-64 priority-1 priority-4 bus-1 bus-4 bus-16)
 
 usage() {

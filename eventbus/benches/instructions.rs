@@ -23,6 +23,13 @@
 //!   `bus.publish(..)` to a topic with no subscriber (built, polled once, dropped, as
 //!   `publish_async`'s). `async-0` less `ready-0` is `publish_async`'s own cost; `ready-0`
 //!   less `eventbus-0` is the `.await`'s.
+//! - `task-1`, `task-4` (feature `tokio`): `async.rs`'s throughput on one thread: a task
+//!   `publish_async`es to 1 or 4 async subscribers (`subscribe_async`, `Block`, default
+//!   capacity), all on one `current_thread` runtime. `tokio-hand-1`, `tokio-hand-4`: the
+//!   hand-made tokio fan-out `async.rs` measures them against (a `tokio::sync::Mutex`
+//!   around the order, one bounded `tokio::sync::mpsc` channel of the default capacity per
+//!   subscriber carrying an `Arc` of the message, a consumer task each), on the same
+//!   runtime. On one thread the count is the CPU each design spends a delivery.
 //! - `log-1`, `log-4`, `log-16`, `log-64`: the same publisher on a log topic (`retain =
 //!   1024`), its subscribers `Block` with the default capacity; `eventbus-16`,
 //!   `eventbus-64`: a mailbox topic with as many. `callgrind.sh --publisher` counts the
@@ -282,6 +289,71 @@ impl<F: FnOnce() -> R + Unpin, R> std::future::Future for Ready<F> {
     }
 }
 
+/// `task-*`: a publishing task and async subscribers, every task on one thread.
+#[cfg(feature = "tokio")]
+fn tasks(subscribers: usize, messages: u64) {
+    let runtime = runtime();
+    let bus = Bus::builder().runtime(runtime.handle().clone()).build();
+    let counts = counters(subscribers);
+    for count in &counts {
+        let count = count.clone();
+        bus.subscribe_async::<Tick, _, _, _>(Options::default(), move |m: Message<Tick>| {
+            count.fetch_add(1, Ordering::Relaxed);
+            async move {
+                std::hint::black_box(&m.0);
+            }
+        });
+    }
+    runtime.block_on(async {
+        for i in 0..messages {
+            if bus.publish_async(Tick(i)).await.is_err() {
+                panic!("publish {i} refused");
+            }
+        }
+        bus.close_async().await;
+    });
+    check(&counts, messages);
+}
+
+/// `tokio-hand-*`: `async.rs`'s hand-made fan-out, every task on one thread.
+#[cfg(feature = "tokio")]
+fn tokio_hand(subscribers: usize, messages: u64) {
+    let runtime = runtime();
+    let counts = counters(subscribers);
+    runtime.block_on(async {
+        let mut consumers = Vec::new();
+        let senders: Vec<_> = counts
+            .iter()
+            .map(|count| {
+                let (tx, mut rx) = tokio::sync::mpsc::channel::<Arc<Tick>>(CAP);
+                let count = count.clone();
+                consumers.push(tokio::spawn(async move {
+                    while let Some(m) = rx.recv().await {
+                        std::hint::black_box(&m.0);
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }));
+                tx
+            })
+            .collect();
+        let topic = tokio::sync::Mutex::new((0u64, senders));
+        for i in 0..messages {
+            let mut order = topic.lock().await;
+            order.0 += 1;
+            let message = Arc::new(Tick(i));
+            for tx in &order.1 {
+                tx.send(Arc::clone(&message)).await.unwrap();
+            }
+        }
+        // Closing the channels ends the consumers once they have taken everything.
+        drop(topic);
+        for consumer in consumers {
+            consumer.await.unwrap();
+        }
+    });
+    check(&counts, messages);
+}
+
 /// `async-0`'s harness around a sync `publish` to a topic with no subscriber.
 #[cfg(feature = "tokio")]
 fn ready(messages: u64) {
@@ -332,6 +404,14 @@ fn run(scenario: &str, messages: u64) {
         "async-1" => asynchronous(1, messages),
         #[cfg(feature = "tokio")]
         "ready-0" => ready(messages),
+        #[cfg(feature = "tokio")]
+        "task-1" => tasks(1, messages),
+        #[cfg(feature = "tokio")]
+        "task-4" => tasks(4, messages),
+        #[cfg(feature = "tokio")]
+        "tokio-hand-1" => tokio_hand(1, messages),
+        #[cfg(feature = "tokio")]
+        "tokio-hand-4" => tokio_hand(4, messages),
         other => {
             eprintln!(
                 "unknown scenario {other:?}; expected one of: {}",
