@@ -548,3 +548,41 @@ fn a_redelivery_its_filter_rejects_is_refused_and_keeps_the_letter() {
     assert!(error.to_string().contains("filter"), "{error}");
     assert_eq!(bus.dead_letters().len(), 1, "the letter stays");
 }
+
+/// The dead-letter hook is shown a letter only once the store keeps it, so that what the
+/// hook does with it (`Bus::redeliver`, `Bus::dead_letters`) finds it there. Before, the
+/// hook's thread was handed the letter first, and a quick hook found it missing now and
+/// then (`redeliver` said `NotFound`).
+#[test]
+fn the_hook_sees_a_letter_only_once_the_store_keeps_it() {
+    const LETTERS: u32 = 500;
+    let bus_for_hook = std::sync::Arc::new(std::sync::OnceLock::<Bus>::new());
+    let (kept_tx, kept) = std::sync::mpsc::channel();
+    let bus = {
+        let bus_for_hook = bus_for_hook.clone();
+        Bus::builder()
+            .on_dead_letter(move |letter: &eventbus::DeadLetter| {
+                let bus = bus_for_hook.get().expect("set before the first publish");
+                let there = bus.dead_letters().iter().any(|l| l.seq() == letter.seq());
+                let _ = kept_tx.send((letter.seq(), there));
+            })
+            .build()
+    };
+    assert!(bus_for_hook.set(bus.clone()).is_ok());
+    failing(&bus);
+    // One at a time: the hook's thread, just done with the last letter, takes the next one
+    // the moment it is handed over, as a quick hook would.
+    let mut missing = Vec::new();
+    for account in 0..LETTERS {
+        bus.publish(Charge { account, cents: 1 }).unwrap();
+        let (seq, there) = kept.recv().unwrap();
+        if !there {
+            missing.push(seq);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not kept yet when the hook saw them: {missing:?}"
+    );
+    bus.close();
+}

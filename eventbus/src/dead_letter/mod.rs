@@ -352,12 +352,32 @@ impl DeadLetterStore {
             letter.attempts,
             error,
         );
+        // Kept first, then shown to the hook: what the hook does with it (`Bus::redeliver`,
+        // `Bus::dead_letters`) finds it kept.
         // Lock order: row 9 (`hook`), a leaf, let go before `letters`; see engine/mod.rs.
-        if let Some(hook) = &*self.hook.lock() {
-            if !hook.offer(letter.clone()) {
-                self.hook_skipped.fetch_add(1, Relaxed);
+        let shown = self.hook.lock().is_some().then(|| letter.clone());
+        let oldest = self.keep(letter);
+        if let Some(shown) = shown {
+            // Lock order: row 9 (`hook`), a leaf, `letters` let go; see engine/mod.rs.
+            let hook = self.hook.lock();
+            match &*hook {
+                Some(inlet) => {
+                    if !inlet.offer(shown) {
+                        self.hook_skipped.fetch_add(1, Relaxed);
+                    }
+                }
+                // Gone since: the copy goes, quietly (its message's `Drop` is user code).
+                None => {
+                    drop(hook);
+                    drop_quietly(shown);
+                }
             }
         }
+        oldest
+    }
+
+    /// Keeps `letter`, and hands back the oldest one if it was discarded to make room.
+    fn keep(&self, letter: DeadLetter) -> Option<DeadLetter> {
         // Lock order: row 9 (`letters`), a leaf; see engine/mod.rs.
         let mut letters = self.letters.lock();
         if self.capacity == 0 {
