@@ -3,7 +3,9 @@
 //! process, alternating, several rounds; medians and ratios to a hand-made tokio fan-out
 //! measured in the same run (issue 12).
 //!
-//! - Throughput: one publisher task (`publish_async`) → 1, 4, 16 async subscribers, `Block`,
+//! - Throughput: one publisher task (`publish_async`) → 1, 4, 16 async subscribers, then 4
+//!   publisher tasks on the one topic → 4, 16 (each a quarter of the messages; every
+//!   subscriber sees them all, in one order), `Block`,
 //!   `EVENTBUS_ASYNC_MESSAGES` (default 1,000,000) 8-byte messages, mailbox/channel capacity
 //!   `EVENTBUS_ASYNC_CAPACITY` (default 1024), `EVENTBUS_ROUNDS` (default 5) rounds, on a
 //!   multi-thread runtime with 2 workers (a new one per run).
@@ -277,6 +279,7 @@ impl Run {
 
 #[derive(Clone, Copy)]
 struct Shape {
+    publishers: u64,
     subscribers: usize,
     messages: u64,
     capacity: usize,
@@ -285,22 +288,38 @@ struct Shape {
 
 type Done = tokio::sync::mpsc::UnboundedSender<u64>;
 
-/// Spawns the publisher, waits for `subscribers` reports on `done` (each its lost count);
+/// Spawns the publishers, waits for `subscribers` reports on `done` (each its lost count);
 /// the time between.
-async fn timed(
+async fn timed<F: std::future::Future<Output = ()> + Send + 'static>(
     subscribers: usize,
     done: &mut tokio::sync::mpsc::UnboundedReceiver<u64>,
-    publisher: impl std::future::Future<Output = ()> + Send + 'static,
+    publishers: impl IntoIterator<Item = F>,
 ) -> (Duration, u64) {
     let start = Instant::now();
-    let publisher = tokio::spawn(publisher);
+    let publishers: Vec<_> = publishers.into_iter().map(tokio::spawn).collect();
     let mut lost = 0;
     for _ in 0..subscribers {
         lost += done.recv().await.expect("every subscriber reports");
     }
     let elapsed = start.elapsed();
-    publisher.await.expect("the publisher finishes");
+    for publisher in publishers {
+        publisher.await.expect("the publisher finishes");
+    }
     (elapsed, lost)
+}
+
+impl Shape {
+    /// The messages of publisher `p`: its share of the run's, numbered apart from the
+    /// others'.
+    fn share(&self, p: u64) -> std::ops::Range<u64> {
+        let each = self.messages / self.publishers;
+        p * each..(p + 1) * each
+    }
+
+    /// Every message of the run (the shares add up to it).
+    fn all(&self) -> u64 {
+        self.messages / self.publishers * self.publishers
+    }
 }
 
 fn run_eventbus(shape: Shape) -> Run {
@@ -309,7 +328,7 @@ fn run_eventbus(shape: Shape) -> Run {
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..shape.subscribers {
         let (done, mut got): (Done, u64) = (done_tx.clone(), 0);
-        let messages = shape.messages;
+        let messages = shape.all();
         bus.subscribe_async::<Tick, _, _, _>(
             Options::default().capacity(shape.capacity),
             move |m: Message<Tick>| {
@@ -323,25 +342,26 @@ fn run_eventbus(shape: Shape) -> Run {
             },
         );
     }
-    let publisher = bus.clone();
-    let messages = shape.messages;
-    let (elapsed, _) = runtime.block_on(async {
-        let run = timed(shape.subscribers, &mut done_rx, async move {
-            for i in 0..messages {
+    let publishers = (0..shape.publishers).map(|p| {
+        let (publisher, share) = (bus.clone(), shape.share(p));
+        async move {
+            for i in share {
                 publisher
                     .publish_async(Tick(i))
                     .await
                     .map_err(|_| ())
                     .unwrap();
             }
-        })
-        .await;
+        }
+    });
+    let (elapsed, _) = runtime.block_on(async {
+        let run = timed(shape.subscribers, &mut done_rx, publishers).await;
         bus.close_async().await;
         run
     });
     Run {
         elapsed,
-        deliveries: shape.messages * shape.subscribers as u64,
+        deliveries: shape.all() * shape.subscribers as u64,
         lost: 0,
     }
 }
@@ -352,7 +372,7 @@ type HandTopic = tokio::sync::Mutex<(u64, Vec<tokio::sync::mpsc::Sender<Arc<Tick
 fn run_hand_made(shape: Shape) -> Run {
     let runtime = runtime(shape.current_thread);
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
-    let messages = shape.messages;
+    let messages = shape.all();
     let (elapsed, _) = runtime.block_on(async {
         let senders = (0..shape.subscribers)
             .map(|_| {
@@ -372,21 +392,27 @@ fn run_hand_made(shape: Shape) -> Run {
             })
             .collect();
         let topic: Arc<HandTopic> = Arc::new(tokio::sync::Mutex::new((0, senders)));
-        timed(shape.subscribers, &mut done_rx, async move {
-            for i in 0..messages {
-                let mut order = topic.lock().await;
-                order.0 += 1;
-                let message = Arc::new(Tick(i));
-                for tx in &order.1 {
-                    tx.send(Arc::clone(&message)).await.unwrap();
+        let publishers = (0..shape.publishers).map(|p| {
+            let (topic, share) = (topic.clone(), shape.share(p));
+            async move {
+                for i in share {
+                    let mut order = topic.lock().await;
+                    order.0 += 1;
+                    let message = Arc::new(Tick(i));
+                    for tx in &order.1 {
+                        tx.send(Arc::clone(&message)).await.unwrap();
+                    }
                 }
             }
-        })
-        .await
+        });
+        let publishers: Vec<_> = publishers.collect();
+        // The channels go with the last publisher, so the consumers end.
+        drop(topic);
+        timed(shape.subscribers, &mut done_rx, publishers).await
     });
     Run {
         elapsed,
-        deliveries: shape.messages * shape.subscribers as u64,
+        deliveries: shape.all() * shape.subscribers as u64,
         lost: 0,
     }
 }
@@ -395,7 +421,7 @@ fn run_broadcast(shape: Shape) -> Run {
     use tokio::sync::broadcast::error::RecvError;
     let runtime = runtime(shape.current_thread);
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
-    let messages = shape.messages;
+    let messages = shape.all();
     let (elapsed, lost) = runtime.block_on(async {
         let (tx, _) = tokio::sync::broadcast::channel::<Tick>(shape.capacity);
         for _ in 0..shape.subscribers {
@@ -416,14 +442,20 @@ fn run_broadcast(shape: Shape) -> Run {
                 let _ = done.send(lost);
             });
         }
-        timed(shape.subscribers, &mut done_rx, async move {
-            for i in 0..messages {
-                let _ = tx.send(Tick(i));
+        let publishers = (0..shape.publishers).map(|p| {
+            let (tx, share) = (tx.clone(), shape.share(p));
+            async move {
+                for i in share {
+                    let _ = tx.send(Tick(i));
+                }
             }
-        })
-        .await
+        });
+        let publishers: Vec<_> = publishers.collect();
+        // The sender goes with the last publisher, so the receivers end.
+        drop(tx);
+        timed(shape.subscribers, &mut done_rx, publishers).await
     });
-    let all = shape.messages * shape.subscribers as u64;
+    let all = shape.all() * shape.subscribers as u64;
     Run {
         elapsed,
         deliveries: all - lost,
@@ -441,10 +473,17 @@ fn run(contender: Contender, shape: Shape) -> Run {
 
 /// Runs every contender `rounds` times, alternating, and prints the medians.
 fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
-    let title = format!(
-        "throughput: 1 publisher task → {} async subscriber(s), Block, 8 B messages",
-        shape.subscribers
-    );
+    let title = match shape.publishers {
+        1 => format!(
+            "throughput: 1 publisher task → {} async subscriber(s), Block, 8 B messages",
+            shape.subscribers
+        ),
+        publishers => format!(
+            "throughput: {publishers} publisher tasks on one topic → {} async subscriber(s), \
+             Block, 8 B messages",
+            shape.subscribers
+        ),
+    };
     if !measure::wanted("EVENTBUS_ASYNC_ONLY", &title) {
         return;
     }
@@ -472,7 +511,7 @@ fn throughput(shape: Shape, rounds: u64, contenders: &[Contender]) {
         .iter()
         .position(|&c| c == HandMade)
         .map_or(f64::NAN, |i| medians[i]);
-    let all = rounds * shape.messages * shape.subscribers as u64;
+    let all = rounds * shape.all() * shape.subscribers as u64;
     for (i, contender) in contenders.iter().enumerate() {
         let (low, high) = times[i]
             .iter()
@@ -535,8 +574,9 @@ fn main() {
     } else {
         &CONTENDERS[..]
     };
-    for subscribers in [1, 4, 16] {
+    for (publishers, subscribers) in [(1, 1), (1, 4), (1, 16), (4, 4), (4, 16)] {
         let shape = Shape {
+            publishers,
             subscribers,
             messages,
             capacity,

@@ -371,6 +371,62 @@ fn publish_async_cancelled_while_waiting_publishes_nothing() {
     assert_eq!(other.get(), [0, 1, 3]);
 }
 
+/// A task whose `publish_async` finds another publisher holding the topic's turn waits for
+/// the turn as a task: its runtime's thread runs other tasks meanwhile. Before, the publish
+/// waited on the order lock itself and held the thread up, and every task queued on it, for
+/// as long as the holder kept the turn (longer where the holder's thread was descheduled).
+#[test]
+fn publish_async_waits_for_a_held_turn_without_holding_up_its_runtime() {
+    let bus = Bus::builder().build();
+    // The first message stops in a filter, which runs under the topic's turn, until let go.
+    let (inside, in_filter) = std::sync::mpsc::channel();
+    let gate = Latch::new();
+    let hold = gate.clone();
+    let options = Options::default().filter(move |a: &A| {
+        if a.0 == 0 {
+            let _ = inside.send(());
+            hold.wait();
+        }
+        true
+    });
+    let seen = Seen::new();
+    let record = seen.clone();
+    bus.subscribe::<A>(options, move |m: &Message<A>| record.push(m.0));
+    let holder = {
+        let bus = bus.clone();
+        std::thread::spawn(move || bus.publish(A(0)).unwrap())
+    };
+    in_filter.recv().unwrap();
+    // On one thread, a publishing task first, then one that only says it ran.
+    let (ran, other_ran) = std::sync::mpsc::channel();
+    let tasks = {
+        let bus = bus.clone();
+        std::thread::spawn(move || {
+            current_thread().block_on(async move {
+                let publishing = tokio::spawn(async move { bus.publish_async(A(1)).await });
+                let other = tokio::spawn(async move { ran.send(()).unwrap() });
+                other.await.unwrap();
+                publishing.await.unwrap()
+            })
+        })
+    };
+    let ran_while_held = other_ran.recv_timeout(PATIENCE).is_ok();
+    // Let go whatever happened, so that everything ends.
+    gate.open();
+    assert_eq!(holder.join().unwrap(), 0);
+    assert_eq!(
+        tasks.join().unwrap(),
+        Ok(1),
+        "the waiting publish went through"
+    );
+    assert!(
+        ran_while_held,
+        "the other task ran while the publisher waited for the turn"
+    );
+    bus.close();
+    assert_eq!(seen.get(), [0, 1]);
+}
+
 /// A subscription as a stream: it yields in order, close ends it after everything
 /// accepted, and dropping it unsubscribes.
 #[test]

@@ -120,6 +120,13 @@ impl Engine {
         // (a handler's publish, a log or dispatcher topic, observers, inline subscribers).
         match self.publish_at_once(payload) {
             Ok(seq) => Ok(seq),
+            // Another publisher has the topic's turn: the task waits for it as a task
+            // (`publish_waiting`). The try would wait on the lock, holding up this runtime
+            // thread and every task queued on it for as long as the holder keeps the turn,
+            // longer if the holder's thread is descheduled.
+            Err(payload) if self.with_topic::<T, _>(TopicState::turn_taken) => {
+                Err((payload, Refused::Full))
+            }
             Err(payload) => self.publish_heard(payload, Wait::Never),
         }
     }

@@ -376,6 +376,14 @@ impl<T: Topic> TopicState<T> {
         Ok(self.numbering.take())
     }
 
+    /// Whether another publisher has the topic's turn now (its order lock): a task waits for
+    /// the turn, not for the lock. A topic with a dispatcher says no: its publishers wait for
+    /// room in its queue instead.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn turn_taken(&self) -> bool {
+        self.queue.is_none() && self.order.is_locked()
+    }
+
     /// `publish_at_once`'s count of room ran out: looks at every mailbox's room again;
     /// whether there is room for one more publish.
     #[cfg(feature = "tokio")]
@@ -794,6 +802,14 @@ impl<T: Topic> TopicState<T> {
         // Each wait below is bounded by the deadline (`until`: false once it has passed).
         use crate::util::wake::until;
         loop {
+            // A try while another publisher has the turn would wait on the lock, holding up
+            // the runtime thread (see `Engine::publish_now`): the task waits for the turn.
+            if self.turn_taken() {
+                if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
+                    return Err((payload, refused));
+                }
+                continue;
+            }
             match self.publish(payload, Wait::Never, lifecycle, publisher.as_ref()) {
                 Err((back, Refused::Full)) => payload = back,
                 done => return done,
@@ -841,19 +857,9 @@ impl<T: Topic> TopicState<T> {
                 .filter(|o| o.would_block() && o.wants(&payload))
                 .collect();
             let Some(outbox) = full.first() else {
-                // The turn is held by a publisher waiting for room. A handler waits only
-                // if that does not lead back to it.
-                if let Some(publisher) = &publisher {
-                    if deadlock::turn_leads_back(&publisher.node, &self.waits) {
-                        return Err((payload, Refused::WouldDeadlock));
-                    }
-                }
-                let backstop = crate::util::wake::BACKSTOP;
-                let turn = self
-                    .turn
-                    .wait_unless(Some(backstop), || self.order.is_free());
-                if !until(deadline, turn).await {
-                    return Err((payload, Refused::Timeout));
+                // The turn is held by a publisher waiting for room.
+                if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
+                    return Err((payload, refused));
                 }
                 continue;
             };
@@ -872,6 +878,29 @@ impl<T: Topic> TopicState<T> {
             if !until(deadline, outbox.room()).await {
                 return Err((payload, Refused::Timeout));
             }
+        }
+    }
+
+    /// Waits (as a task) until the turn another publisher has is over, or the deadline
+    /// (`Timeout`). A handler waits only if that does not lead back to it (`WouldDeadlock`).
+    #[cfg(feature = "tokio")]
+    async fn turn_over(
+        &self,
+        publisher: Option<&Arc<SubscriptionCore>>,
+        deadline: Option<Instant>,
+    ) -> Result<(), Refused> {
+        if let Some(publisher) = publisher {
+            if deadlock::turn_leads_back(&publisher.node, &self.waits) {
+                return Err(Refused::WouldDeadlock);
+            }
+        }
+        let backstop = crate::util::wake::BACKSTOP;
+        let turn = self
+            .turn
+            .wait_unless(Some(backstop), || self.order.is_free());
+        match crate::util::wake::until(deadline, turn).await {
+            true => Ok(()),
+            false => Err(Refused::Timeout),
         }
     }
 
