@@ -236,8 +236,6 @@ mod tests {
         };
         for round in 1..=ROUNDS {
             while wanted.load(Ordering::Relaxed) < round {
-                std::hint::spin_loop();
-                #[cfg(miri)]
                 std::thread::yield_now();
             }
             state.store(round, Ordering::Relaxed);
