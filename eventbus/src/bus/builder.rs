@@ -305,6 +305,9 @@ impl BusBuilder {
     /// so that a slow hook never delays a worker. If the hook falls more than 1024 letters
     /// behind, later ones skip it (counted in [`BusStats::dead_letter_hook_skipped`](crate::BusStats));
     /// they are still kept in the store. `close` returns once the hook has seen every letter.
+    /// A letter is kept before the hook is shown it, so the hook finds it in
+    /// [`Bus::dead_letters`](crate::Bus::dead_letters) and may
+    /// [`Bus::redeliver`](crate::Bus::redeliver) it.
     ///
     /// For a hook that awaits (a database, a queue), see
     /// [`on_dead_letter_async`](BusBuilder::on_dead_letter_async) (feature `tokio`); a bus has
