@@ -143,12 +143,26 @@ impl Flags {
         }
     }
 
-    /// The consumer took a message out: room for one.
+    /// The consumer took a message out: room for one. A task waiting for room is woken only
+    /// if `enough` (asked only while one waits) says the room is what it waits for.
     #[inline]
-    pub(crate) fn made_room(&self) {
+    pub(crate) fn made_room(&self, enough: impl FnOnce() -> bool) {
         #[cfg(feature = "tokio")]
-        self.room.notify();
+        self.room.notify_if(enough);
+        #[cfg(not(feature = "tokio"))]
+        let _ = enough;
     }
+}
+
+/// Whether a mailbox of `capacity` holding `len` has the room a task waiting to publish into
+/// it waits for: a quarter of it, at least one slot. A publisher faster than its subscriber
+/// is then woken once for a run of messages rather than once a message (a wake-up, a
+/// listener and a failed try each), while the subscriber goes on with the rest. A `Block`
+/// publish still never waits past the room for its one message: the wait's backstop
+/// (`wake::BACKSTOP`) ends in a try that needs one slot.
+#[cfg(feature = "tokio")]
+fn room_for_a_run(len: usize, capacity: usize) -> bool {
+    len + (capacity / 4).max(1) <= capacity
 }
 
 /// A mailbox of another kind (`priority.rs`), which an [`Outbox`] hands its messages to once
@@ -489,8 +503,21 @@ impl<T: 'static> Outbox<T> {
         let backstop = crate::util::wake::BACKSTOP;
         self.flags
             .room
-            .wait_unless(Some(backstop), || !self.would_block())
+            .wait_unless(Some(backstop), || self.room_to_wake_for())
             .await;
+    }
+
+    /// Whether a task waiting for room here has what it waits for: no wait at all (not
+    /// `Block`, or retired), or room for a run of messages (one, in a mailbox of another
+    /// kind); what the consumer's `made_room` asks before it wakes one.
+    #[cfg(feature = "tokio")]
+    fn room_to_wake_for(&self) -> bool {
+        self.core.options.overflow != Overflow::Block
+            || self.flags.shut.load(Acquire)
+            || match &self.queue {
+                None => room_for_a_run(self.tx.len(), self.tx.capacity().unwrap_or(usize::MAX)),
+                Some(_) => !self.full_now(),
+            }
     }
 
     /// Offers one message (this mailbox's reference to it), waiting for room (with `Block`)
@@ -793,7 +820,11 @@ impl<T> Inbox<T> {
 
     #[inline]
     fn took(&self, message: Message<T>) -> Message<T> {
-        self.flags.made_room();
+        #[cfg(feature = "tokio")]
+        let enough = || room_for_a_run(self.rx.len(), self.rx.capacity().unwrap_or(usize::MAX));
+        #[cfg(not(feature = "tokio"))]
+        let enough = || true;
+        self.flags.made_room(enough);
         message
     }
 

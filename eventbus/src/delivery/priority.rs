@@ -141,7 +141,8 @@ impl<T> Levels<T> {
         // Lock order: row 9, a leaf; see the module docs.
         let message = self.queued.lock().pop()?;
         let _ = self.room.0.try_send(());
-        self.flags.made_room();
+        // A task waiting for room here waits for one slot (`Outbox::room`).
+        self.flags.made_room(|| true);
         Some(message)
     }
 

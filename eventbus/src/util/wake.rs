@@ -54,6 +54,17 @@ impl Wake {
         }
     }
 
+    /// Wakes the waiters if the wake is armed and `worth_it` says so (asked only then), as
+    /// [`notify`](Self::notify) does: for a waker that knows the waiters' condition does not
+    /// hold yet, and will look again when it might.
+    #[cfg(feature = "tokio")]
+    #[inline]
+    pub(crate) fn notify_if(&self, worth_it: impl FnOnce() -> bool) {
+        if self.armed.load(Relaxed) && worth_it() {
+            self.notify_now();
+        }
+    }
+
     /// Wakes the waiters, never missing one that armed the wake before this call; whether it
     /// notified (false: no waiter had armed it since the last notification).
     #[cold]
