@@ -821,11 +821,19 @@ impl<T> Inbox<T> {
     #[inline]
     fn took(&self, message: Message<T>) -> Message<T> {
         #[cfg(feature = "tokio")]
-        let enough = || room_for_a_run(self.rx.len(), self.rx.capacity().unwrap_or(usize::MAX));
+        self.flags.made_room(|| self.room_for_a_run());
         #[cfg(not(feature = "tokio"))]
-        let enough = || true;
-        self.flags.made_room(enough);
+        self.flags.made_room(|| true);
         message
+    }
+
+    /// Whether a task waiting for room should be woken (see [`room_for_a_run`]). Out of
+    /// line: asked only while a task waits, it stays off a take's common path.
+    #[cfg(feature = "tokio")]
+    #[cold]
+    #[inline(never)]
+    fn room_for_a_run(&self) -> bool {
+        room_for_a_run(self.rx.len(), self.rx.capacity().unwrap_or(usize::MAX))
     }
 
     /// The next message, as [`next`](Self::next) gives it, awaiting instead of blocking: for
