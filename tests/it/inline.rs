@@ -418,3 +418,31 @@ mod registered {
         assert_eq!(stats.topics[0].published, 1);
     }
 }
+
+/// `publish_async` awaited inside an inline handler, to its own topic: `WouldDeadlock` at
+/// once, as a sync publish gets, not a wait for a turn its own thread holds (which, with the
+/// task waiting for a held turn, waited for good).
+#[cfg(feature = "tokio")]
+#[test]
+fn an_inline_handler_awaiting_publish_async_to_its_own_topic_gets_would_deadlock() {
+    let bus = Bus::builder().build();
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let (own, outcome) = (bus.clone(), Arc::clone(&outcomes));
+    bus.subscribe_inline::<Transfer>(Options::default(), move |m: &Message<Transfer>| {
+        if m.cents == 1 {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let again = runtime.block_on(
+                own.publish_timeout_async(Transfer { from: 7, cents: 2 }, Duration::from_secs(60)),
+            );
+            outcome
+                .lock()
+                .unwrap()
+                .push(matches!(again, Err(PublishTimeoutError::WouldDeadlock(_))));
+        }
+    });
+    assert_eq!(bus.publish(Transfer { from: 7, cents: 1 }), Ok(0));
+    assert_eq!(*outcomes.lock().unwrap(), [true]);
+    bus.close();
+}

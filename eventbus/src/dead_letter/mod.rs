@@ -238,13 +238,16 @@ enum Inlet {
 }
 
 impl Inlet {
-    /// Hands `letter` to the hook unless its queue is full (or the hook is gone): whether it
-    /// took it.
-    fn offer(&self, letter: DeadLetter) -> bool {
+    /// Hands `letter` to the hook unless its queue is full (or the hook is gone); a letter it
+    /// did not take comes back, for the caller to drop where user code may run.
+    fn offer(&self, letter: DeadLetter) -> Option<DeadLetter> {
         match self {
-            Inlet::Thread(sender) => sender.try_send(letter).is_ok(),
+            Inlet::Thread(sender) => sender.try_send(letter).err().map(|e| e.into_inner()),
             #[cfg(feature = "tokio")]
-            Inlet::Task(sender) => sender.try_send(letter).is_ok(),
+            Inlet::Task(sender) => sender.try_send(letter).err().map(|e| match e {
+                tokio::sync::mpsc::error::TrySendError::Full(letter)
+                | tokio::sync::mpsc::error::TrySendError::Closed(letter) => letter,
+            }),
         }
     }
 }
@@ -359,19 +362,16 @@ impl DeadLetterStore {
         let oldest = self.keep(letter);
         if let Some(shown) = shown {
             // Lock order: row 9 (`hook`), a leaf, `letters` let go; see engine/mod.rs.
-            let hook = self.hook.lock();
-            match &*hook {
-                Some(inlet) => {
-                    if !inlet.offer(shown) {
-                        self.hook_skipped.fetch_add(1, Relaxed);
-                    }
-                }
-                // Gone since: the copy goes, quietly (its message's `Drop` is user code).
-                None => {
-                    drop(hook);
-                    drop_quietly(shown);
-                }
-            }
+            let refused = match &*self.hook.lock() {
+                Some(inlet) => inlet.offer(shown).inspect(|_| {
+                    self.hook_skipped.fetch_add(1, Relaxed);
+                }),
+                None => Some(shown),
+            };
+            // Not taken (the hook behind, or gone since): the copy goes once the lock is let
+            // go, quietly. It may be the message's last reference by now (the kept letter
+            // taken out meanwhile), and its `Drop` is user code.
+            drop_quietly(refused);
         }
         oldest
     }

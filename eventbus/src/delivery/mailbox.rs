@@ -496,8 +496,9 @@ impl<T: 'static> Outbox<T> {
         }
     }
 
-    /// Waits (as a task) until a full `Block` mailbox may have room: woken by its consumer,
-    /// or after `wake::BACKSTOP`. Holds no lock.
+    /// Waits (as a task) until a full `Block` mailbox may have room: woken by its consumer
+    /// once a quarter of it is free (`room_for_a_run`), or after `wake::BACKSTOP`, when one
+    /// free slot will do. Holds no lock.
     #[cfg(feature = "tokio")]
     pub(crate) async fn room(&self) {
         let backstop = crate::util::wake::BACKSTOP;

@@ -123,7 +123,8 @@ impl Engine {
             // Another publisher has the topic's turn: the task waits for it as a task
             // (`publish_waiting`). The try would wait on the lock, holding up this runtime
             // thread and every task queued on it for as long as the holder keeps the turn,
-            // longer if the holder's thread is descheduled.
+            // longer if the holder's thread is descheduled. (A turn taken between this look
+            // and the try is still waited for on the lock, while its holder moves.)
             Err(payload) if self.with_topic::<T, _>(TopicState::turn_taken) => {
                 Err((payload, Refused::Full))
             }

@@ -378,10 +378,12 @@ impl<T: Topic> TopicState<T> {
 
     /// Whether another publisher has the topic's turn now (its order lock): a task waits for
     /// the turn, not for the lock. A topic with a dispatcher says no: its publishers wait for
-    /// room in its queue instead.
+    /// room in its queue instead. So does an inline handler of this topic (or one up its
+    /// cascade) publishing: the turn is its own thread's, and the try refuses it with
+    /// `WouldDeadlock` (a wait for the turn would never end).
     #[cfg(feature = "tokio")]
     pub(crate) fn turn_taken(&self) -> bool {
-        self.queue.is_none() && self.order.is_locked()
+        self.queue.is_none() && self.order.is_locked() && !inline::running(self.order_address())
     }
 
     /// `publish_at_once`'s count of room ran out: looks at every mailbox's room again;
@@ -857,7 +859,8 @@ impl<T: Topic> TopicState<T> {
                 .filter(|o| o.would_block() && o.wants(&payload))
                 .collect();
             let Some(outbox) = full.first() else {
-                // The turn is held by a publisher waiting for room.
+                // The turn is held by a publisher waiting for room (or an observer is full,
+                // which this wait does not cover: it looks again at once).
                 if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
                     return Err((payload, refused));
                 }

@@ -18,7 +18,9 @@
 //! works the same on a runtime built without its time driver.
 
 use std::future::Future;
-use std::sync::atomic::{fence, AtomicBool, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{
+    fence, AtomicBool, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst,
+};
 use std::time::Duration;
 
 use event_listener::Event;
@@ -32,7 +34,9 @@ pub(crate) const BACKSTOP: Duration = Duration::from_millis(1);
 pub(crate) struct Wake {
     /// Set by a waiter once its listener is in; cleared by the waker that notifies it. While
     /// clear, every listener in the event is notified already (or about to be, by the waker
-    /// that cleared it), so a waker has no one to wake.
+    /// that cleared it), but for one whose waiter has yet to set it (between its `listen` and
+    /// its store): that waiter looks at its condition after the store, so a waker has no one
+    /// it must wake.
     armed: AtomicBool,
     event: Event,
 }
@@ -92,7 +96,9 @@ impl Wake {
     ) -> impl Future<Output = ()> + Send + 'a {
         // The listener first: a waker that sees the wake armed must find it in the event.
         let listener = self.event.listen();
-        self.armed.store(true, Relaxed);
+        // Release: a waker whose swap reads this store finds the listener in the event
+        // (its notify then locks the event's list after this `listen` let it go).
+        self.armed.store(true, Release);
         // Pairs with the waker's fence (see `notify_now`).
         fence(SeqCst);
         let ready = ready();
