@@ -292,6 +292,77 @@ fn closing_drains_an_async_observer() {
     assert_eq!((stats.delivered, stats.queued, stats.dropped), (50, 0, 0));
 }
 
+/// A task publishing to a topic whose async observer's mailbox is full waits for room as a
+/// task. On a current_thread runtime the observer's task runs on the same thread: a publish
+/// that looked again at once, without yielding, would keep it from ever making room.
+#[test]
+fn publish_async_waits_as_a_task_for_a_full_async_observer_on_its_runtime() {
+    let (done, finished) = std::sync::mpsc::channel();
+    let _runtime_thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let bus = Bus::builder().build();
+            let (_audit, seen) = recorder(&bus, "shop.*", Options::default().capacity(2));
+            for value in 0..20 {
+                bus.publish_async(Placed(value)).await.unwrap();
+            }
+            bus.close_async().await;
+            done.send(seen.get()).unwrap();
+        });
+    });
+    let seen = finished
+        .recv_timeout(support::PATIENCE)
+        .expect("every publish went through and the close ended");
+    let values: Vec<u64> = seen.iter().map(|(_, _, value)| *value).collect();
+    assert_eq!(values, (0..20).collect::<Vec<_>>());
+}
+
+/// An async observer's handler awaiting a publish into a topic it observes, its own mailbox
+/// full: refused with `WouldDeadlock`, never a task waiting for itself.
+#[test]
+fn an_async_observer_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let outcomes: Seen<String> = Seen::new();
+    let (record, handle) = (outcomes.clone(), bus.clone());
+    let (signal, done) = std::sync::mpsc::channel();
+    let watch = bus
+        .observe_async(
+            "shop.placed",
+            Options::default().capacity(1),
+            move |m: AnyMessage| {
+                let (record, handle, signal) = (record.clone(), handle.clone(), signal.clone());
+                async move {
+                    if value(&m) == 0 {
+                        // The mailbox is empty: this one fits; the next would wait on itself.
+                        let fits = handle.publish_async(Placed(1)).await;
+                        record.push(format!("{:?}", fits.map_err(|_| ())));
+                        let refused = matches!(
+                            handle.publish_async(Placed(2)).await,
+                            Err(eventbus::PublishError::WouldDeadlock(Placed(2)))
+                        );
+                        record.push(format!("refused: {refused}"));
+                        signal.send(()).unwrap();
+                    }
+                }
+            },
+        )
+        .unwrap();
+    bus.publish(Placed(0)).unwrap();
+    if done.recv_timeout(support::PATIENCE).is_err() {
+        // A task that never yields keeps a runtime's drop waiting for it: leave both.
+        std::mem::forget((bus, runtime));
+        panic!("the handler's second publish never came back");
+    }
+    bus.close();
+    assert_eq!(outcomes.get(), ["Ok(1)", "refused: true"]);
+    let stats = watch.stats();
+    assert_eq!((stats.received, stats.delivered, stats.dropped), (2, 2, 0));
+}
+
 #[test]
 fn an_async_observer_needs_a_runtime_and_a_retry_if_of_its_error() {
     let bus = Bus::builder().build(); // no runtime here

@@ -307,7 +307,7 @@ impl Bus {
     /// in `Block` mailboxes by awaiting, never by blocking the thread.
     ///
     /// All or nothing: the message goes to the subscribers only once every `Block` mailbox
-    /// has room, so publishers of the topic never wait behind a task.
+    /// has room, an observer's too, so publishers of the topic never wait behind a task.
     ///
     /// Like any future it does nothing until polled. A publish that needs no wait (no one
     /// hears the topic, or every `Block` mailbox has room) is done by the first poll, the

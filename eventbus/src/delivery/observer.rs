@@ -194,6 +194,23 @@ impl Inlet {
         crate::trace::dropped(message.topic(), message.seq(), &core.name, why);
     }
 
+    /// Whether a publish would have to wait for room in its mailbox now (see
+    /// `Outbox::would_block`); without the turn, only a look.
+    pub(crate) fn would_block(&self) -> bool {
+        self.outbox.would_block()
+    }
+
+    /// The observer's node in the wait graph.
+    pub(crate) fn node(&self) -> &Arc<WaitNode> {
+        &self.outbox.core.node
+    }
+
+    /// Waits (as a task) until its mailbox may have room: see `Outbox::room`.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn room(&self) {
+        self.outbox.room().await
+    }
+
     /// Takes the observer's turn, for a publisher holding its topic's order lock (whose
     /// waits are `topic`); `publisher` is the handler publishing, if any.
     pub(crate) fn enter<'a>(
@@ -234,12 +251,12 @@ impl Inlet {
 impl Entered<'_> {
     /// Whether a publish would have to wait for room (see `Outbox::would_block`).
     pub(crate) fn would_block(&self) -> bool {
-        self.inlet.outbox.would_block()
+        self.inlet.would_block()
     }
 
     /// The observer's node in the wait graph.
     pub(crate) fn node(&self) -> &Arc<WaitNode> {
-        &self.inlet.outbox.core.node
+        self.inlet.node()
     }
 
     /// As `Outbox::wait_for_room`; the turn is held, so room found stays.

@@ -833,6 +833,26 @@ impl<T: Topic> TopicState<T> {
                 }
                 continue;
             }
+            if let Some(inlet) = self.full_observer() {
+                // An observer's mailbox is full: wait for its room as a task (its worker may
+                // be a task on this runtime thread), unless that leads back to this handler.
+                let _recorded = match &publisher {
+                    Some(publisher) => {
+                        let on = vec![Arc::clone(inlet.node())];
+                        match deadlock::record(&publisher.node, on) {
+                            Ok(recorded) => Some(recorded),
+                            Err(deadlock::WouldDeadlock) => {
+                                return Err((payload, Refused::WouldDeadlock))
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                if !until(deadline, inlet.room()).await {
+                    return Err((payload, Refused::Timeout));
+                }
+                continue;
+            }
             if let Some(log) = &self.log {
                 // A `Block` subscription is `capacity` behind: wait for it to move, unless
                 // that leads back to this handler.
@@ -859,9 +879,13 @@ impl<T: Topic> TopicState<T> {
                 .filter(|o| o.would_block() && o.wants(&payload))
                 .collect();
             let Some(outbox) = full.first() else {
-                // The turn is held by a publisher waiting for room (or an observer is full,
-                // which this wait does not cover: it looks again at once).
-                if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
+                // The turn is held by a publisher waiting for room: wait for it. Or nothing
+                // is in the way now (it was a moment ago, or an observer's turn is held by
+                // another topic's publisher at its hand-out): the task lets the others on its
+                // runtime thread run before it tries again, where it would spin.
+                if self.order.is_free() {
+                    tokio::task::yield_now().await;
+                } else if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
                     return Err((payload, refused));
                 }
                 continue;
@@ -882,6 +906,13 @@ impl<T: Topic> TopicState<T> {
                 return Err((payload, Refused::Timeout));
             }
         }
+    }
+
+    /// The first of the topic's observers whose mailbox a publish would wait for now.
+    #[cfg(feature = "tokio")]
+    fn full_observer(&self) -> Option<Arc<Inlet>> {
+        let observers = self.observers.load();
+        observers.iter().find(|inlet| inlet.would_block()).cloned()
     }
 
     /// Waits (as a task) until the turn another publisher has is over, or the deadline
