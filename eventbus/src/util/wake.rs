@@ -53,15 +53,12 @@ impl Wake {
     /// Wakes the waiters, if the wake is armed (see the module docs).
     #[inline]
     pub(crate) fn notify(&self) {
-        if self.armed.load(Relaxed) {
-            self.notify_now();
-        }
+        self.notify_if(|| true);
     }
 
     /// Wakes the waiters if the wake is armed and `worth_it` says so (asked only then), as
     /// [`notify`](Self::notify) does: for a waker that knows the waiters' condition does not
     /// hold yet, and will look again when it might.
-    #[cfg(feature = "tokio")]
     #[inline]
     pub(crate) fn notify_if(&self, worth_it: impl FnOnce() -> bool) {
         if self.armed.load(Relaxed) && worth_it() {
