@@ -833,77 +833,51 @@ impl<T: Topic> TopicState<T> {
                 }
                 continue;
             }
+            if self.log.is_none() {
+                // A `Block` mailbox is full: wait for its room, unless that leads back to this
+                // handler.
+                let subscribers = self.subscribers.load_full();
+                let full: Vec<&Arc<Outbox<T>>> = subscribers
+                    .iter()
+                    .filter(|o| o.would_block() && o.wants(&payload))
+                    .collect();
+                if let Some(outbox) = full.first() {
+                    let on = full.iter().map(|o| Arc::clone(&o.core.node)).collect();
+                    let room = outbox.room();
+                    if let Err(refused) = wait_for(publisher.as_ref(), on, deadline, room).await {
+                        return Err((payload, refused));
+                    }
+                    continue;
+                }
+            }
+            // Looked at after the mailboxes, the common wait, which then does not pay for it.
             if let Some(inlet) = self.full_observer() {
                 // An observer's mailbox is full: wait for its room as a task (its worker may
                 // be a task on this runtime thread), unless that leads back to this handler.
-                let _recorded = match &publisher {
-                    Some(publisher) => {
-                        let on = vec![Arc::clone(inlet.node())];
-                        match deadlock::record(&publisher.node, on) {
-                            Ok(recorded) => Some(recorded),
-                            Err(deadlock::WouldDeadlock) => {
-                                return Err((payload, Refused::WouldDeadlock))
-                            }
-                        }
-                    }
-                    None => None,
-                };
-                if !until(deadline, inlet.room()).await {
-                    return Err((payload, Refused::Timeout));
+                let on = vec![Arc::clone(inlet.node())];
+                let room = inlet.room();
+                if let Err(refused) = wait_for(publisher.as_ref(), on, deadline, room).await {
+                    return Err((payload, refused));
                 }
                 continue;
             }
             if let Some(log) = &self.log {
                 // A `Block` subscription is `capacity` behind: wait for it to move, unless
                 // that leads back to this handler.
-                let behind = log.behind();
-                let _recorded = match (&publisher, behind) {
-                    (Some(publisher), Some(behind)) => {
-                        match deadlock::record(&publisher.node, vec![behind]) {
-                            Ok(recorded) => Some(recorded),
-                            Err(deadlock::WouldDeadlock) => {
-                                return Err((payload, Refused::WouldDeadlock))
-                            }
-                        }
-                    }
-                    _ => None,
-                };
-                if !until(deadline, log.room()).await {
-                    return Err((payload, Refused::Timeout));
-                }
-                continue;
-            }
-            let subscribers = self.subscribers.load_full();
-            let full: Vec<&Arc<Outbox<T>>> = subscribers
-                .iter()
-                .filter(|o| o.would_block() && o.wants(&payload))
-                .collect();
-            let Some(outbox) = full.first() else {
-                // The turn is held by a publisher waiting for room: wait for it. Or nothing
-                // is in the way now (it was a moment ago, or an observer's turn is held by
-                // another topic's publisher at its hand-out): the task lets the others on its
-                // runtime thread run before it tries again, where it would spin.
-                if self.order.is_free() {
-                    tokio::task::yield_now().await;
-                } else if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
+                let on = log.behind().into_iter().collect();
+                if let Err(refused) = wait_for(publisher.as_ref(), on, deadline, log.room()).await {
                     return Err((payload, refused));
                 }
                 continue;
-            };
-            let _recorded = match &publisher {
-                Some(publisher) => {
-                    let on = full.iter().map(|o| Arc::clone(&o.core.node)).collect();
-                    match deadlock::record(&publisher.node, on) {
-                        Ok(recorded) => Some(recorded),
-                        Err(deadlock::WouldDeadlock) => {
-                            return Err((payload, Refused::WouldDeadlock))
-                        }
-                    }
-                }
-                None => None,
-            };
-            if !until(deadline, outbox.room()).await {
-                return Err((payload, Refused::Timeout));
+            }
+            // The turn is held by a publisher waiting for room: wait for it. Or nothing is in
+            // the way now (it was a moment ago, or an observer's turn is held by another
+            // topic's publisher at its hand-out): the task lets the others on its runtime
+            // thread run before it tries again, where it would spin.
+            if self.order.is_free() {
+                tokio::task::yield_now().await;
+            } else if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
+                return Err((payload, refused));
             }
         }
     }
@@ -980,6 +954,29 @@ impl<T> Drop for TurnOver<'_, T> {
     #[inline]
     fn drop(&mut self) {
         self.0.turn.notify();
+    }
+}
+
+/// `publish_async`'s wait for `room` (a full mailbox's, a log's), bounded by `deadline`
+/// (`Timeout`), with the publishing handler, if any, recorded as waiting on the workers of
+/// `on`, unless that leads back to it (`WouldDeadlock`).
+#[cfg(feature = "tokio")]
+async fn wait_for(
+    publisher: Option<&Arc<SubscriptionCore>>,
+    on: Vec<Arc<deadlock::WaitNode>>,
+    deadline: Option<Instant>,
+    room: impl std::future::Future<Output = ()>,
+) -> Result<(), Refused> {
+    let _recorded = match publisher {
+        Some(publisher) => match deadlock::record(&publisher.node, on) {
+            Ok(recorded) => Some(recorded),
+            Err(deadlock::WouldDeadlock) => return Err(Refused::WouldDeadlock),
+        },
+        None => None,
+    };
+    match crate::util::wake::until(deadline, room).await {
+        true => Ok(()),
+        false => Err(Refused::Timeout),
     }
 }
 
