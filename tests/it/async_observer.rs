@@ -320,6 +320,54 @@ fn publish_async_waits_as_a_task_for_a_full_async_observer_on_its_runtime() {
     assert_eq!(values, (0..20).collect::<Vec<_>>());
 }
 
+/// A `publish_timeout_async` that cannot take an observer's turn, held by a publisher of
+/// another topic (here in a filter, which runs with the turns of an all-or-nothing publish
+/// taken), gives up at its deadline, not when the turn comes.
+#[test]
+fn publish_timeout_async_gives_up_at_its_deadline_while_an_observers_turn_is_held() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let (_audit, _seen) = recorder(&bus, "shop.*", Options::default());
+    let (inside, in_filter) = std::sync::mpsc::channel();
+    let gate = support::Latch::new();
+    let hold = gate.clone();
+    let options = Options::default().filter(move |s: &Shipped| {
+        if s.0 == 0 {
+            let _ = inside.send(());
+            hold.wait();
+        }
+        true
+    });
+    bus.subscribe::<Shipped>(options, |_: &eventbus::Message<Shipped>| {});
+    let holder = {
+        let bus = bus.clone();
+        std::thread::spawn(move || bus.publish_timeout(Shipped(0), support::PATIENCE).is_ok())
+    };
+    in_filter.recv().unwrap();
+    let (tell, told) = std::sync::mpsc::channel();
+    let publisher = bus.clone();
+    runtime.spawn(async move {
+        let outcome = publisher
+            .publish_timeout_async(Placed(1), Duration::from_millis(50))
+            .await;
+        let timed_out = matches!(
+            outcome,
+            Err(eventbus::PublishTimeoutError::Timeout(Placed(1)))
+        );
+        let _ = tell.send(timed_out);
+    });
+    let outcome = told.recv_timeout(support::PATIENCE);
+    // Let go whatever happened, so that everything ends.
+    gate.open();
+    assert_eq!(
+        outcome,
+        Ok(true),
+        "the publish gave up at its deadline while the turn was held"
+    );
+    assert!(holder.join().unwrap());
+    bus.close();
+}
+
 /// An async observer's handler awaiting a publish into a topic it observes, its own mailbox
 /// full: refused with `WouldDeadlock`, never a task waiting for itself.
 #[test]

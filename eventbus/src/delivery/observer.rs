@@ -200,6 +200,12 @@ impl Inlet {
         self.outbox.would_block()
     }
 
+    /// Whether a publisher holds its turn now; only a look.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn turn_taken(&self) -> bool {
+        self.turn.0.is_locked()
+    }
+
     /// The observer's node in the wait graph.
     pub(crate) fn node(&self) -> &Arc<WaitNode> {
         &self.outbox.core.node

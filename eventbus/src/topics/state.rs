@@ -790,9 +790,10 @@ impl<T: Topic> TopicState<T> {
     /// Publishes like [`publish`](Self::publish) with [`Wait::Forever`], awaiting the topic's
     /// turn and room instead of blocking, with no lock held across an `.await`: each try is
     /// all or nothing ([`Wait::Never`]), and between tries the task waits for what stopped
-    /// it. Cancel-safe: dropped while waiting, it has published nothing. With a `deadline`,
-    /// a wait that reaches it ends the publish with [`Refused::Timeout`], the payload handed
-    /// back.
+    /// it (the turn, a full mailbox's room), or, where that gives no wake (an observer's turn
+    /// held by another topic's publisher), for `wake::BACKSTOP`. Cancel-safe: dropped while
+    /// waiting, it has published nothing. With a `deadline`, a wait that reaches it ends the
+    /// publish with [`Refused::Timeout`], the payload handed back.
     #[cfg(feature = "tokio")]
     pub(crate) async fn publish_async(
         &self,
@@ -802,7 +803,7 @@ impl<T: Topic> TopicState<T> {
         deadline: Option<Instant>,
     ) -> Result<u64, (T, Refused)> {
         // Each wait below is bounded by the deadline (`until`: false once it has passed).
-        use crate::util::wake::until;
+        use crate::util::{ticker, wake::until};
         loop {
             // A try while another publisher has the turn would wait on the lock, holding up
             // the runtime thread (see `Engine::publish_now`): the task waits for the turn.
@@ -870,14 +871,27 @@ impl<T: Topic> TopicState<T> {
                 }
                 continue;
             }
-            // The turn is held by a publisher waiting for room: wait for it. Or nothing is in
-            // the way now (it was a moment ago, or an observer's turn is held by another
-            // topic's publisher at its hand-out): the task lets the others on its runtime
-            // thread run before it tries again, where it would spin.
-            if self.order.is_free() {
-                tokio::task::yield_now().await;
-            } else if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
-                return Err((payload, refused));
+            // The turn is held by a publisher waiting for room: wait for it.
+            if self.order.is_locked() {
+                if let Err(refused) = self.turn_over(publisher.as_ref(), deadline).await {
+                    return Err((payload, refused));
+                }
+                continue;
+            }
+            // An observer's turn is held by another topic's publisher, which may keep it while
+            // it waits for room elsewhere (a `publish_timeout` takes its observers' turns
+            // first): no wake comes when it lets go, so the task looks again after the
+            // backstop. Or nothing is in the way now (it was a moment ago): the task lets the
+            // others on its runtime thread run first. Neither waits past the deadline.
+            let observer_turn_taken = self.observers.load().iter().any(|inlet| inlet.turn_taken());
+            let pause = async {
+                match observer_turn_taken {
+                    true => ticker::Sleep::after(crate::util::wake::BACKSTOP).await,
+                    false => tokio::task::yield_now().await,
+                }
+            };
+            if !until(deadline, pause).await {
+                return Err((payload, Refused::Timeout));
             }
         }
     }
@@ -957,9 +971,9 @@ impl<T> Drop for TurnOver<'_, T> {
     }
 }
 
-/// `publish_async`'s wait for `room` (a full mailbox's, a log's), bounded by `deadline`
-/// (`Timeout`), with the publishing handler, if any, recorded as waiting on the workers of
-/// `on`, unless that leads back to it (`WouldDeadlock`).
+/// `publish_async`'s wait for `room` (a full mailbox's, an observer's, a log's), bounded by
+/// `deadline` (`Timeout`), with the publishing handler, if any, recorded as waiting on the
+/// workers of `on`, unless that leads back to it (`WouldDeadlock`).
 #[cfg(feature = "tokio")]
 async fn wait_for(
     publisher: Option<&Arc<SubscriptionCore>>,
