@@ -30,6 +30,11 @@ struct PlacedEu(u64);
 #[topic(name = "bank.paid")]
 struct Paid(u64);
 
+/// A log topic.
+#[derive(Topic, Debug, Clone, Copy, PartialEq)]
+#[topic(name = "bank.kept", retain = 100)]
+struct Kept(u64);
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -51,6 +56,7 @@ fn value(m: &AnyMessage) -> u64 {
         .or_else(|| m.downcast_ref::<Shipped>().map(|s| s.0))
         .or_else(|| m.downcast_ref::<PlacedEu>().map(|p| p.0))
         .or_else(|| m.downcast_ref::<Paid>().map(|p| p.0))
+        .or_else(|| m.downcast_ref::<Kept>().map(|k| k.0))
         .expect("one of this module's topics")
 }
 
@@ -402,6 +408,49 @@ fn an_async_observer_publishing_into_its_own_full_mailbox_gets_would_deadlock() 
     bus.publish(Placed(0)).unwrap();
     if done.recv_timeout(support::PATIENCE).is_err() {
         // A task that never yields keeps a runtime's drop waiting for it: leave both.
+        std::mem::forget((bus, runtime));
+        panic!("the handler's second publish never came back");
+    }
+    bus.close();
+    assert_eq!(outcomes.get(), ["Ok(1)", "refused: true"]);
+    let stats = watch.stats();
+    assert_eq!((stats.received, stats.delivered, stats.dropped), (2, 2, 0));
+}
+
+/// The same on a log topic: an async observer awaiting a publish into a log topic it
+/// observes, its own mailbox full, is refused with `WouldDeadlock`, not left looking again.
+#[test]
+fn an_async_observer_publishing_into_a_log_topic_with_its_own_mailbox_full_gets_would_deadlock() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let outcomes: Seen<String> = Seen::new();
+    let (record, handle) = (outcomes.clone(), bus.clone());
+    let (signal, done) = std::sync::mpsc::channel();
+    let watch = bus
+        .observe_async(
+            "bank.kept",
+            Options::default().capacity(1),
+            move |m: AnyMessage| {
+                let (record, handle, signal) = (record.clone(), handle.clone(), signal.clone());
+                async move {
+                    if value(&m) == 0 {
+                        // The mailbox is empty: this one fits; the next would wait on itself.
+                        let fits = handle.publish_async(Kept(1)).await;
+                        record.push(format!("{:?}", fits.map_err(|_| ())));
+                        let refused = matches!(
+                            handle.publish_async(Kept(2)).await,
+                            Err(eventbus::PublishError::WouldDeadlock(Kept(2)))
+                        );
+                        record.push(format!("refused: {refused}"));
+                        signal.send(()).unwrap();
+                    }
+                }
+            },
+        )
+        .unwrap();
+    bus.publish(Kept(0)).unwrap();
+    if done.recv_timeout(support::PATIENCE).is_err() {
+        // The observer's task waits on itself: leave the bus and the runtime as they are.
         std::mem::forget((bus, runtime));
         panic!("the handler's second publish never came back");
     }
