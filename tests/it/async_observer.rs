@@ -378,49 +378,23 @@ fn publish_timeout_async_gives_up_at_its_deadline_while_an_observers_turn_is_hel
 /// full: refused with `WouldDeadlock`, never a task waiting for itself.
 #[test]
 fn an_async_observer_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
-    let runtime = runtime();
-    let bus = bus_on(&runtime);
-    let outcomes: Seen<String> = Seen::new();
-    let (record, handle) = (outcomes.clone(), bus.clone());
-    let (signal, done) = std::sync::mpsc::channel();
-    let watch = bus
-        .observe_async(
-            "shop.placed",
-            Options::default().capacity(1),
-            move |m: AnyMessage| {
-                let (record, handle, signal) = (record.clone(), handle.clone(), signal.clone());
-                async move {
-                    if value(&m) == 0 {
-                        // The mailbox is empty: this one fits; the next would wait on itself.
-                        let fits = handle.publish_async(Placed(1)).await;
-                        record.push(format!("{:?}", fits.map_err(|_| ())));
-                        let refused = matches!(
-                            handle.publish_async(Placed(2)).await,
-                            Err(eventbus::PublishError::WouldDeadlock(Placed(2)))
-                        );
-                        record.push(format!("refused: {refused}"));
-                        signal.send(()).unwrap();
-                    }
-                }
-            },
-        )
-        .unwrap();
-    bus.publish(Placed(0)).unwrap();
-    if done.recv_timeout(support::PATIENCE).is_err() {
-        // A task that never yields keeps a runtime's drop waiting for it: leave both.
-        std::mem::forget((bus, runtime));
-        panic!("the handler's second publish never came back");
-    }
-    bus.close();
-    assert_eq!(outcomes.get(), ["Ok(1)", "refused: true"]);
-    let stats = watch.stats();
-    assert_eq!((stats.received, stats.delivered, stats.dropped), (2, 2, 0));
+    publishing_into_its_own_full_mailbox("shop.placed", Placed);
 }
 
 /// The same on a log topic: an async observer awaiting a publish into a log topic it
 /// observes, its own mailbox full, is refused with `WouldDeadlock`, not left looking again.
 #[test]
 fn an_async_observer_publishing_into_a_log_topic_with_its_own_mailbox_full_gets_would_deadlock() {
+    publishing_into_its_own_full_mailbox("bank.kept", Kept);
+}
+
+/// An async observer of `pattern` (capacity 1) whose handler, on the message `make(0)`,
+/// awaits a publish of `make(1)` (which fits) and then of `make(2)` (which would wait on its
+/// own mailbox): the second must come back `WouldDeadlock`.
+fn publishing_into_its_own_full_mailbox<T>(pattern: &str, make: fn(u64) -> T)
+where
+    T: Topic + Copy + PartialEq + std::fmt::Debug,
+{
     let runtime = runtime();
     let bus = bus_on(&runtime);
     let outcomes: Seen<String> = Seen::new();
@@ -428,18 +402,18 @@ fn an_async_observer_publishing_into_a_log_topic_with_its_own_mailbox_full_gets_
     let (signal, done) = std::sync::mpsc::channel();
     let watch = bus
         .observe_async(
-            "bank.kept",
+            pattern,
             Options::default().capacity(1),
             move |m: AnyMessage| {
                 let (record, handle, signal) = (record.clone(), handle.clone(), signal.clone());
                 async move {
                     if value(&m) == 0 {
                         // The mailbox is empty: this one fits; the next would wait on itself.
-                        let fits = handle.publish_async(Kept(1)).await;
+                        let fits = handle.publish_async(make(1)).await;
                         record.push(format!("{:?}", fits.map_err(|_| ())));
                         let refused = matches!(
-                            handle.publish_async(Kept(2)).await,
-                            Err(eventbus::PublishError::WouldDeadlock(Kept(2)))
+                            handle.publish_async(make(2)).await,
+                            Err(eventbus::PublishError::WouldDeadlock(m)) if m == make(2)
                         );
                         record.push(format!("refused: {refused}"));
                         signal.send(()).unwrap();
@@ -448,9 +422,9 @@ fn an_async_observer_publishing_into_a_log_topic_with_its_own_mailbox_full_gets_
             },
         )
         .unwrap();
-    bus.publish(Kept(0)).unwrap();
+    bus.publish(make(0)).unwrap();
     if done.recv_timeout(support::PATIENCE).is_err() {
-        // The observer's task waits on itself: leave the bus and the runtime as they are.
+        // A task that never yields keeps a runtime's drop waiting for it: leave both.
         std::mem::forget((bus, runtime));
         panic!("the handler's second publish never came back");
     }
