@@ -10,10 +10,13 @@
 //! make), and, in `unsubscribe`, for another subscription's worker to finish. Each wait is
 //! recorded on the waiting node before it starts and cleared when it ends; a topic records the
 //! node whose mailbox its order lock's holder is blocked on ([`TopicWaits`], recorded by every
-//! publisher, handler or not, only while it is blocked). A wait can never end when, following
-//! these records, it leads back to the waiting node: its own full mailbox, a cycle A → B → A,
-//! a cycle through a publisher that holds a topic's lock, or an unsubscribe of a subscription
-//! whose worker waits for the unsubscriber.
+//! publisher, handler or not, only while it is blocked). An observer's turn has its own, and
+//! while a publisher holds the turn across its other waits (an all-or-nothing or a handler's
+//! publish takes its observers' turns first) the turn's points at its topic's. A wait can
+//! never end when, following these records, it leads back to the waiting node: its own full
+//! mailbox, a cycle A → B → A, a cycle through a publisher that holds a topic's lock or an
+//! observer's turn, or an unsubscribe of a subscription whose worker waits for the
+//! unsubscriber.
 //!
 //! # Who finds a cycle, and when
 //!
@@ -58,10 +61,19 @@ struct Waits {
     topic: Option<Arc<TopicWaits>>,
 }
 
-/// What the holder of one topic's order lock waits on.
+/// What the holder of one topic's order lock (or of an observer's turn) waits on.
 #[derive(Debug, Default)]
 pub(crate) struct TopicWaits {
-    holder: Mutex<Vec<Arc<WaitNode>>>,
+    holder: Mutex<Holder>,
+}
+
+#[derive(Debug, Default)]
+struct Holder {
+    /// Full mailboxes the holder is blocked on.
+    on: Vec<Arc<WaitNode>>,
+    /// For an observer's turn held across other waits: the waits of the topic whose publisher
+    /// holds it, so that a walk through the turn reaches whatever that publisher waits on.
+    under: Option<Arc<TopicWaits>>,
 }
 
 impl WaitNode {
@@ -209,21 +221,41 @@ impl TopicWaits {
     pub(crate) fn blocked_elsewhere(&self, mailbox: u64) -> bool {
         // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
         let holder = self.holder.lock();
-        !holder.is_empty() && holder.iter().all(|node| node.id != mailbox)
+        !holder.on.is_empty() && holder.on.iter().all(|node| node.id != mailbox)
     }
 
     /// Whether the order lock's holder is blocked on a mailbox.
     pub(crate) fn holder_blocked(&self) -> bool {
         // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
-        !self.holder.lock().is_empty()
+        !self.holder.lock().on.is_empty()
     }
 
     /// Records that the order lock's holder waits for room in `mailbox`, until `f` returns.
     pub(crate) fn waiting_on<R>(&self, mailbox: &Arc<WaitNode>, f: impl FnOnce() -> R) -> R {
         // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
-        *self.holder.lock() = vec![Arc::clone(mailbox)];
-        let _clear = Cleared(|| self.holder.lock().clear());
+        self.holder.lock().on = vec![Arc::clone(mailbox)];
+        let _clear = Cleared(|| self.holder.lock().on.clear());
         f()
+    }
+
+    /// Records that this lock (an observer's turn) is held by the publisher holding the order
+    /// lock of the topic whose waits are `topic`, which may wait elsewhere before it lets go:
+    /// a handler waiting for the turn then follows that publisher's waits too. Until the
+    /// guard drops, which its holder does before it lets go of the lock.
+    pub(crate) fn held_under(&self, topic: &Arc<TopicWaits>) -> HeldUnder<'_> {
+        // Lock order: row 8 (`holder`), here and when cleared, never nested; see engine/mod.rs.
+        self.holder.lock().under = Some(Arc::clone(topic));
+        HeldUnder(self)
+    }
+}
+
+/// Clears what [`TopicWaits::held_under`] recorded.
+pub(crate) struct HeldUnder<'a>(&'a TopicWaits);
+
+impl Drop for HeldUnder<'_> {
+    fn drop(&mut self) {
+        // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
+        self.0.holder.lock().under = None;
     }
 }
 
@@ -260,7 +292,9 @@ fn leads_back(waiter: &WaitNode) -> bool {
         } else if let Some(topic) = topics.pop() {
             if seen_topics.insert(Arc::as_ptr(&topic) as usize) {
                 // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
-                nodes.extend(topic.holder.lock().iter().cloned());
+                let holder = topic.holder.lock();
+                nodes.extend(holder.on.iter().cloned());
+                topics.extend(holder.under.iter().cloned());
             }
         } else {
             return false;

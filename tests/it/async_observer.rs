@@ -374,6 +374,39 @@ fn publish_timeout_async_gives_up_at_its_deadline_while_an_observers_turn_is_hel
     bus.close();
 }
 
+/// A cycle through an observer's turn, awaited: a `publish_timeout` of one topic holds the
+/// observer's turn while it waits for room in an async handler's full mailbox, and that
+/// handler awaits a publish to another topic the observer sees. Refused with
+/// `WouldDeadlock`, and the timed publish then goes through, not at its deadline.
+#[test]
+fn an_async_handler_awaiting_an_observers_turn_whose_holder_waits_for_it_gets_would_deadlock() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let (_audit, _seen) = recorder(&bus, "shop.*", Options::default());
+    let (options, in_filter) = support::capacity_one_telling_of_three(|s: &Shipped| s.0);
+    let (started, go, outcomes) = (support::Signal::new(), support::Latch::new(), Seen::new());
+    let (tell, gate, record, handle) = (started.clone(), go.clone(), outcomes.clone(), bus.clone());
+    bus.subscribe_async::<Shipped, _, _, _>(options, move |m: eventbus::Message<Shipped>| {
+        let (tell, gate, record, handle) =
+            (tell.clone(), gate.clone(), record.clone(), handle.clone());
+        async move {
+            if m.0 == 1 {
+                tell.send(1);
+                tokio::task::spawn_blocking(move || gate.wait())
+                    .await
+                    .unwrap();
+                let refused = matches!(
+                    handle.publish_async(Placed(10)).await,
+                    Err(eventbus::PublishError::WouldDeadlock(Placed(10)))
+                );
+                record.push(format!("refused: {refused}"));
+            }
+        }
+    });
+    let latches = (&started, &go);
+    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, &outcomes);
+}
+
 /// An async observer's handler awaiting a publish into a topic it observes, its own mailbox
 /// full: refused with `WouldDeadlock`, never a task waiting for itself.
 #[test]

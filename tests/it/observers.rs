@@ -502,6 +502,34 @@ fn an_observer_publishing_into_its_own_full_mailbox_gets_would_deadlock() {
     bus.close();
 }
 
+/// A cycle through an observer's turn: a `publish_timeout` of one topic holds the observer's
+/// turn (an all-or-nothing publish takes it first) while it waits for room in a handler's
+/// full mailbox, and that handler publishes to another topic the observer sees. The
+/// handler's publish would wait for a turn whose holder waits for the handler: refused with
+/// `WouldDeadlock`, and the timed publish then goes through, not at its deadline.
+#[test]
+fn a_handler_waiting_for_an_observers_turn_whose_holder_waits_for_it_gets_would_deadlock() {
+    let bus = Bus::builder().build();
+    let (_seen, record) = recorder();
+    let _audit = bus.observe("orders.*", Options::default(), record).unwrap();
+    let (options, in_filter) = support::capacity_one_telling_of_three(|s: &Shipped| s.0);
+    let (started, go, outcomes) = (Signal::new(), Latch::new(), Seen::<String>::new());
+    let (tell, gate, record, handle) = (started.clone(), go.clone(), outcomes.clone(), bus.clone());
+    bus.subscribe::<Shipped>(options, move |m: &Message<Shipped>| {
+        if m.0 == 1 {
+            tell.send(1);
+            gate.wait();
+            let refused = matches!(
+                handle.publish(Placed { id: 10 }),
+                Err(eventbus::PublishError::WouldDeadlock(Placed { id: 10 }))
+            );
+            record.push(format!("refused: {refused}"));
+        }
+    });
+    let latches = (&started, &go);
+    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, &outcomes);
+}
+
 #[derive(Topic, Debug)]
 #[topic(name = "shop.placed")]
 struct ShopPlaced(#[allow(dead_code)] u64);

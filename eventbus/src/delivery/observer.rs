@@ -27,7 +27,9 @@
 //! room). Order: a topic's order lock, then observer turns in the order the observers were
 //! added (the same on every topic's list), never the other way. A handler that waits for a
 //! turn records it in the wait graph (`deadlock.rs`), like a wait for an order lock; the
-//! turn's holder records what it waits on in the turn's `waits` and its topic's. The turn is
+//! turn's holder records what it waits on in the turn's `waits` and its topic's, and where it
+//! holds the turn across its publish's other waits, the turn's `waits` point at its topic's
+//! (`Entered::held_across_waits`). The turn is
 //! the mailbox's order lock for its worker's retire (see `mailbox.rs`): once it is free after
 //! the retire, a publisher that takes it later reads the retired flag.
 
@@ -147,6 +149,8 @@ pub(crate) enum NoTurn {
 /// A publisher's turn at one observer.
 pub(crate) struct Entered<'a> {
     inlet: &'a Inlet,
+    /// Declared before the turn, so cleared before the turn is let go.
+    _under: Option<deadlock::HeldUnder<'a>>,
     _turn: MutexGuard<'a, ()>,
 }
 
@@ -206,6 +210,14 @@ impl Inlet {
         self.turn.0.is_locked()
     }
 
+    /// Whether a task of the handler `waiter`, waiting for this observer's turn, would wait
+    /// on itself: the turn is held by a publisher that waits, through the others, on that
+    /// handler.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn turn_leads_back(&self, waiter: &WaitNode) -> bool {
+        self.turn_taken() && deadlock::turn_leads_back(waiter, &self.waits)
+    }
+
     /// The observer's node in the wait graph.
     pub(crate) fn node(&self) -> &Arc<WaitNode> {
         &self.outbox.core.node
@@ -229,6 +241,7 @@ impl Inlet {
         if let Some(turn) = self.turn.0.try_lock() {
             return Ok(Entered {
                 inlet: self,
+                _under: None,
                 _turn: turn,
             });
         }
@@ -246,6 +259,7 @@ impl Inlet {
         match taken {
             Ok(turn) => Ok(Entered {
                 inlet: self,
+                _under: None,
                 _turn: turn,
             }),
             Err(NoLock::WouldDeadlock) => Err(NoTurn::WouldDeadlock),
@@ -254,7 +268,14 @@ impl Inlet {
     }
 }
 
-impl Entered<'_> {
+impl<'a> Entered<'a> {
+    /// For a turn held across the publish's other waits (for room elsewhere, a filter): a
+    /// handler waiting for it follows the waits of the topic whose publisher holds it
+    /// (`topic`), where that publisher records them, and finds a cycle through it.
+    pub(crate) fn held_across_waits(&mut self, topic: &Arc<TopicWaits>) {
+        self._under = Some(self.inlet.waits.held_under(topic));
+    }
+
     /// Whether a publish would have to wait for room (see `Outbox::would_block`).
     pub(crate) fn would_block(&self) -> bool {
         self.inlet.would_block()

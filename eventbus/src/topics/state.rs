@@ -447,7 +447,7 @@ impl<T: Topic> TopicState<T> {
                 Wait::Forever => (observer::TurnWait::Forever, None),
             };
             for inlet in observers.iter() {
-                let inside = match inlet.enter(turn_wait, node, &self.waits) {
+                let mut inside = match inlet.enter(turn_wait, node, &self.waits) {
                     Ok(inside) => inside,
                     Err(NoTurn::WouldDeadlock) => return Err((payload, Refused::WouldDeadlock)),
                     Err(NoTurn::GaveUp) if wait == Wait::Never => {
@@ -455,6 +455,8 @@ impl<T: Topic> TopicState<T> {
                     }
                     Err(NoTurn::GaveUp) => return Err((payload, Refused::Timeout)),
                 };
+                // Held across this publish's waits from here on.
+                inside.held_across_waits(&self.waits);
                 // A handler's `Forever` publish waits for room at the hand-out, recorded.
                 let all_or_nothing = wait != Wait::Forever;
                 match all_or_nothing.then(|| inside.wait_for_room(room_by, stop, &self.waits)) {
@@ -881,9 +883,20 @@ impl<T: Topic> TopicState<T> {
             // An observer's turn is held by another topic's publisher, which may keep it while
             // it waits for room elsewhere (a `publish_timeout` takes its observers' turns
             // first): no wake comes when it lets go, so the task looks again after the
-            // backstop. Or nothing is in the way now (it was a moment ago): the task lets the
-            // others on its runtime thread run first. Neither waits past the deadline.
-            let observer_turn_taken = self.observers.load().iter().any(|inlet| inlet.turn_taken());
+            // backstop, unless the holder waits, through the others, on this handler. Or
+            // nothing is in the way now (it was a moment ago): the task lets the others on its
+            // runtime thread run first. Neither waits past the deadline.
+            let observer_turn_taken = {
+                let observers = self.observers.load();
+                let taken = observers.iter().any(|inlet| inlet.turn_taken());
+                if let Some(publisher) = publisher.as_ref().filter(|_| taken) {
+                    let node = &publisher.node;
+                    if observers.iter().any(|inlet| inlet.turn_leads_back(node)) {
+                        return Err((payload, Refused::WouldDeadlock));
+                    }
+                }
+                taken
+            };
             let pause = async {
                 match observer_turn_taken {
                     true => ticker::Sleep::after(crate::util::wake::BACKSTOP).await,

@@ -108,3 +108,55 @@ pub fn until(what: &str, mut condition: impl FnMut() -> bool) {
         std::thread::yield_now();
     }
 }
+
+/// The options of [`a_timed_publish_held_up_by_the_handler`]'s subscription: capacity 1,
+/// and a filter that says on the receiver when it sees the message whose `value` is 3.
+pub fn capacity_one_telling_of_three<T: eventbus::Topic>(
+    value: fn(&T) -> u64,
+) -> (eventbus::Options, std::sync::mpsc::Receiver<()>) {
+    let (waiting, in_filter) = std::sync::mpsc::channel();
+    let options = eventbus::Options::default()
+        .capacity(1)
+        .filter(move |m: &T| {
+            if value(m) == 3 {
+                // The timed publish holds the observer's turn here, and waits for room next.
+                let _ = waiting.send(());
+            }
+            true
+        });
+    (options, in_filter)
+}
+
+/// The far side of a cycle through an observer's turn. `bus` has a subscription to `make`'s
+/// topic with [`capacity_one_telling_of_three`]'s options (`in_filter` its receiver), whose
+/// handler, on `make(1)`, sends 1 on `started` and waits for `go`. Publishes `make(1)`,
+/// then `make(2)` (which fills the mailbox), then from another thread `make(3)` with
+/// `publish_timeout` (`PATIENCE`): an all-or-nothing publish, which takes the topic's
+/// observers' turns first and then waits for room in that mailbox. Opens `go` once the
+/// filter has seen it. The handler then publishes, and records in `outcomes` whether it was
+/// refused: it must be, and the timed publish must then go through; then closes the bus.
+pub fn a_timed_publish_held_up_by_the_handler<T: eventbus::Topic>(
+    bus: &eventbus::Bus,
+    make: fn(u64) -> T,
+    (started, go): (&Signal, &Latch),
+    in_filter: std::sync::mpsc::Receiver<()>,
+    outcomes: &Seen<String>,
+) {
+    assert!(bus.publish(make(1)).is_ok());
+    assert_eq!(started.next(), 1);
+    // The handler holds 1: this one fills its mailbox.
+    assert!(bus.publish(make(2)).is_ok());
+    let holder = {
+        let bus = bus.clone();
+        std::thread::spawn(move || {
+            let outcome = bus.publish_timeout(make(3), PATIENCE);
+            outcome.map(|_| ()).map_err(|e| e.to_string())
+        })
+    };
+    in_filter.recv().unwrap();
+    go.open();
+    let timed = holder.join().unwrap();
+    assert_eq!(outcomes.get(), ["refused: true"]);
+    assert_eq!(timed, Ok(()), "the timed publish went through once refused");
+    bus.close();
+}
