@@ -69,8 +69,13 @@ pub(crate) struct TopicWaits {
 
 #[derive(Debug, Default)]
 struct Holder {
-    /// Full mailboxes the holder is blocked on.
+    /// What the holder is blocked on: full mailboxes, a log's subscription that is behind,
+    /// or an observer whose turn it waits for (then `turn` is set).
     on: Vec<Arc<WaitNode>>,
+    /// While the holder waits for an observer's turn: that turn's waits. The walk follows
+    /// them, not the observer's node: the turn comes when its holder is done, whether or not
+    /// the observer's worker moves.
+    turn: Option<Arc<TopicWaits>>,
     /// For an observer's turn held across other waits: the waits of the topic whose publisher
     /// holds it, so that a walk through the turn reaches whatever that publisher waits on.
     under: Option<Arc<TopicWaits>>,
@@ -238,10 +243,34 @@ impl TopicWaits {
         f()
     }
 
-    /// Records that this lock (an observer's turn) is held by the publisher holding the order
-    /// lock of the topic whose waits are `topic`, which may wait elsewhere before it lets go:
-    /// a handler waiting for the turn then follows that publisher's waits too. Until the
-    /// guard drops, which its holder does before it lets go of the lock.
+    /// Records that the order lock's holder waits for an observer's turn (`observer` its
+    /// node, `turn` the turn's waits), until `f` returns.
+    /// The holder counts as blocked on the observer (`holder_blocked`, `blocked_elsewhere`),
+    /// as before a mailbox.
+    pub(crate) fn waiting_for_turn<R>(
+        &self,
+        observer: &Arc<WaitNode>,
+        turn: &Arc<TopicWaits>,
+        f: impl FnOnce() -> R,
+    ) -> R {
+        // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
+        {
+            let mut holder = self.holder.lock();
+            holder.on = vec![Arc::clone(observer)];
+            holder.turn = Some(Arc::clone(turn));
+        }
+        let _clear = Cleared(|| {
+            let mut holder = self.holder.lock();
+            holder.on.clear();
+            holder.turn = None;
+        });
+        f()
+    }
+
+    /// Records, in an observer's turn's waits, that the turn is held by the publisher holding
+    /// the order lock of the topic whose waits are `topic`, which may wait elsewhere before it
+    /// lets go: a handler waiting for the turn then follows that publisher's waits too. Until
+    /// the guard drops, which its holder does before it lets go of the turn.
     pub(crate) fn held_under(&self, topic: &Arc<TopicWaits>) -> HeldUnder<'_> {
         // Lock order: row 8 (`holder`), here and when cleared, never nested; see engine/mod.rs.
         self.holder.lock().under = Some(Arc::clone(topic));
@@ -293,11 +322,56 @@ fn leads_back(waiter: &WaitNode) -> bool {
             if seen_topics.insert(Arc::as_ptr(&topic) as usize) {
                 // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
                 let holder = topic.holder.lock();
-                nodes.extend(holder.on.iter().cloned());
+                match &holder.turn {
+                    Some(turn) => topics.push(Arc::clone(turn)),
+                    None => nodes.extend(holder.on.iter().cloned()),
+                }
                 topics.extend(holder.under.iter().cloned());
             }
         } else {
             return false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{turn_leads_back, TopicWaits, WaitNode};
+    use std::sync::Arc;
+
+    /// The shape of a wait for an observer's turn: a publisher of topic X holds observer O1's
+    /// turn across its waits and waits for O2's turn, held by another publisher that waits on
+    /// nothing. O2's worker, waiting for O1's turn, waits on nothing that waits on it: the
+    /// turn comes once O2's holder is done. Refusing it would be wrong.
+    #[test]
+    fn a_wait_for_a_turn_follows_the_turns_holder_not_the_observer() {
+        let (x, o1, o2) = (
+            Arc::new(TopicWaits::default()),
+            Arc::new(TopicWaits::default()),
+            Arc::new(TopicWaits::default()),
+        );
+        let o2_worker = WaitNode::new(2);
+        let _held = o1.held_under(&x);
+        let o2_node = Arc::clone(&o2_worker);
+        x.waiting_for_turn(&o2_node, &o2, || {
+            assert!(
+                !turn_leads_back(&o2_worker, &o1),
+                "O2's holder waits on nothing"
+            );
+            // Once O2's holder waits for room in O2's mailbox, the cycle is real.
+            o2.waiting_on(&o2_node, || {
+                assert!(turn_leads_back(&o2_worker, &o1), "O2's holder waits on O2");
+            });
+            // Or it holds O2 across its own waits, under topic Y, blocked on O2's mailbox.
+            let y = Arc::new(TopicWaits::default());
+            let _also = o2.held_under(&y);
+            y.waiting_on(&o2_node, || {
+                assert!(turn_leads_back(&o2_worker, &o1), "through Y to O2");
+            });
+        });
+        assert!(
+            !turn_leads_back(&o2_worker, &o1),
+            "X's holder waits for nothing"
+        );
     }
 }

@@ -252,7 +252,7 @@ impl Inlet {
         };
         // The topic's publisher is blocked on this observer while it waits.
         let node = &self.outbox.core.node;
-        let taken = topic.waiting_on(node, || {
+        let taken = topic.waiting_for_turn(node, &self.waits, || {
             // Lock order: row 5, under row 4 (and earlier observers' turns); see engine/mod.rs.
             deadlock::lock_order(&self.turn.0, &self.waits, publisher, patience)
         });
@@ -269,10 +269,12 @@ impl Inlet {
 }
 
 impl<'a> Entered<'a> {
-    /// For a turn held across the publish's other waits (for room elsewhere, a filter): a
-    /// handler waiting for it follows the waits of the topic whose publisher holds it
-    /// (`topic`), where that publisher records them, and finds a cycle through it.
+    /// For a turn held across the rest of its publish (the waits for other turns and for room
+    /// in mailboxes or the log, filters and inline handlers): a handler waiting for it follows
+    /// the waits of the topic whose publisher holds it (`topic`), where that publisher records
+    /// them, and finds a cycle through it. Once per turn taken.
     pub(crate) fn held_across_waits(&mut self, topic: &Arc<TopicWaits>) {
+        debug_assert!(self._under.is_none(), "one record per turn taken");
         self._under = Some(self.inlet.waits.held_under(topic));
     }
 
