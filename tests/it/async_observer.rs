@@ -407,6 +407,81 @@ fn an_async_handler_awaiting_an_observers_turn_whose_holder_waits_for_it_gets_wo
     support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, &outcomes);
 }
 
+/// An async handler awaiting a publish whose topic has two full observers, the second
+/// waiting (its handler publishing) for that handler: refused with `WouldDeadlock` at once,
+/// not once the first observer has room (here never, until the test lets it go).
+#[test]
+fn an_async_handler_awaiting_room_in_two_full_observers_sees_a_cycle_through_the_second() {
+    let runtime = runtime();
+    let bus = bus_on(&runtime);
+    let (reached, hold) = (support::Signal::new(), support::Latch::new());
+    let (signal, gate) = (reached.clone(), hold.clone());
+    let _first = bus.observe(
+        "shop.placed",
+        Options::default().capacity(1),
+        move |m: &AnyMessage| {
+            if value(m) == 1 {
+                signal.send(1);
+                gate.wait();
+            }
+        },
+    );
+    let (signal, handle) = (reached.clone(), bus.clone());
+    let _second = bus.observe(
+        "shop.placed",
+        Options::default().capacity(1),
+        move |m: &AnyMessage| {
+            if value(m) == 1 {
+                signal.send(2);
+                // Waits for room in the async handler's full mailbox.
+                handle.publish(Shipped(3)).unwrap();
+            }
+        },
+    );
+    let (started, go) = (support::Signal::new(), support::Latch::new());
+    let (told, heard) = std::sync::mpsc::channel();
+    let (tell, open, publisher) = (started.clone(), go.clone(), bus.clone());
+    bus.subscribe_async::<Shipped, _, _, _>(
+        Options::default().capacity(1),
+        move |m: eventbus::Message<Shipped>| {
+            let (tell, open, publisher, told) =
+                (tell.clone(), open.clone(), publisher.clone(), told.clone());
+            async move {
+                if m.0 == 1 {
+                    tell.send(1);
+                    tokio::task::spawn_blocking(move || open.wait())
+                        .await
+                        .unwrap();
+                    let refused = matches!(
+                        publisher.publish_async(Placed(10)).await,
+                        Err(eventbus::PublishError::WouldDeadlock(Placed(10)))
+                    );
+                    told.send(refused).unwrap();
+                }
+            }
+        },
+    );
+    bus.publish(Shipped(1)).unwrap();
+    assert_eq!(started.next(), 1);
+    // The handler holds 1: this one fills its mailbox.
+    bus.publish(Shipped(2)).unwrap();
+    bus.publish(Placed(1)).unwrap();
+    let mut seen = [reached.next(), reached.next()];
+    seen.sort();
+    assert_eq!(seen, [1, 2], "each observer is in its handler");
+    // Each observer holds 1: this one fills both mailboxes.
+    bus.publish(Placed(2)).unwrap();
+    go.open();
+    let outcome = heard.recv_timeout(support::PATIENCE);
+    hold.open();
+    assert_eq!(
+        outcome,
+        Ok(true),
+        "refused, before the first observer had room"
+    );
+    bus.close();
+}
+
 /// An async observer's handler awaiting a publish into a topic it observes, its own mailbox
 /// full: refused with `WouldDeadlock`, never a task waiting for itself.
 #[test]

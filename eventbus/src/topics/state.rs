@@ -854,10 +854,10 @@ impl<T: Topic> TopicState<T> {
                 }
             }
             // Looked at after the mailboxes, the common wait, which then does not pay for it.
-            if let Some(inlet) = self.full_observer() {
+            if let Some((inlet, on)) = self.full_observers() {
                 // An observer's mailbox is full: wait for its room as a task (its worker may
-                // be a task on this runtime thread), unless that leads back to this handler.
-                let on = vec![Arc::clone(inlet.node())];
+                // be a task on this runtime thread), unless that, or the wait for any other
+                // full one after it, leads back to this handler.
                 let room = inlet.room();
                 if let Err(refused) = wait_for(publisher.as_ref(), on, deadline, room).await {
                     return Err((payload, refused));
@@ -909,11 +909,16 @@ impl<T: Topic> TopicState<T> {
         }
     }
 
-    /// The first of the topic's observers whose mailbox a publish would wait for now.
+    /// The first of the topic's observers whose mailbox a publish would wait for now, and the
+    /// wait-graph nodes of all of them (as a sync publish records every full one).
     #[cfg(feature = "tokio")]
-    fn full_observer(&self) -> Option<Arc<Inlet>> {
+    fn full_observers(&self) -> Option<(Arc<Inlet>, Vec<Arc<deadlock::WaitNode>>)> {
         let observers = self.observers.load();
-        observers.iter().find(|inlet| inlet.would_block()).cloned()
+        let mut full = observers.iter().filter(|inlet| inlet.would_block());
+        let first = Arc::clone(full.next()?);
+        let mut on = vec![Arc::clone(first.node())];
+        on.extend(full.map(|inlet| Arc::clone(inlet.node())));
+        Some((first, on))
     }
 
     /// Waits (as a task) until the turn another publisher has is over, or the deadline
