@@ -408,76 +408,105 @@ fn an_async_handler_awaiting_an_observers_turn_whose_holder_waits_for_it_gets_wo
 }
 
 /// An async handler awaiting a publish whose topic has two full observers, the second
-/// waiting (its handler publishing) for that handler: refused with `WouldDeadlock` at once,
-/// not once the first observer has room (here never, until the test lets it go).
+/// waiting (its handler publishing) for that handler: the cycle is found at once, not once
+/// the first observer has room (here never, until the test lets it go).
 #[test]
 fn an_async_handler_awaiting_room_in_two_full_observers_sees_a_cycle_through_the_second() {
+    a_cycle_through_the_second_of_two_full_mailboxes(First::Observer);
+}
+
+/// The same where the first full mailbox is a subscriber's and the second an observer's: the
+/// task records both, as a sync publish does, not the subscriber's alone.
+#[test]
+fn an_async_handler_awaiting_room_in_a_full_subscriber_sees_a_cycle_through_a_full_observer() {
+    a_cycle_through_the_second_of_two_full_mailboxes(First::Subscriber);
+}
+
+/// Whose mailbox of `shop.placed` is the first full one.
+enum First {
+    Observer,
+    Subscriber,
+}
+
+/// An async handler H of `shop.shipped` (capacity 1, full) awaits `publish_async(Placed(10))`,
+/// whose topic has two full `Block` mailboxes of capacity 1: the first (`first`) held by the
+/// test, the second an observer whose handler publishes to `shop.shipped` and so waits for H.
+/// One of the two waits is refused with `WouldDeadlock`, whichever walked the graph second:
+/// H's publish or the observer's (both report on one channel).
+fn a_cycle_through_the_second_of_two_full_mailboxes(first: First) {
     let runtime = runtime();
     let bus = bus_on(&runtime);
     let (reached, hold) = (support::Signal::new(), support::Latch::new());
+    let (report, heard) = std::sync::mpsc::channel::<String>();
     let (signal, gate) = (reached.clone(), hold.clone());
-    let _first = bus.observe(
-        "shop.placed",
-        Options::default().capacity(1),
-        move |m: &AnyMessage| {
-            if value(m) == 1 {
-                signal.send(1);
-                gate.wait();
-            }
-        },
-    );
-    let (signal, handle) = (reached.clone(), bus.clone());
-    let _second = bus.observe(
-        "shop.placed",
-        Options::default().capacity(1),
-        move |m: &AnyMessage| {
-            if value(m) == 1 {
-                signal.send(2);
-                // Waits for room in the async handler's full mailbox.
-                handle.publish(Shipped(3)).unwrap();
-            }
-        },
-    );
+    let held = move |value: u64| {
+        if value == 1 {
+            signal.send(1);
+            gate.wait();
+        }
+    };
+    let options = Options::default().capacity(1);
+    let _first = match first {
+        First::Observer => bus
+            .observe("shop.placed", options.clone(), move |m: &AnyMessage| {
+                held(value(m))
+            })
+            .unwrap(),
+        First::Subscriber => bus
+            .subscribe(options.clone(), move |m: &eventbus::Message<Placed>| {
+                held(m.0)
+            }),
+    };
+    let (signal, handle, told) = (reached.clone(), bus.clone(), report.clone());
+    let _second = bus.observe("shop.placed", options.clone(), move |m: &AnyMessage| {
+        if value(m) == 1 {
+            signal.send(2);
+            // Waits for room in H's full mailbox.
+            let outcome = handle.publish(Shipped(3));
+            let refused = matches!(outcome, Err(eventbus::PublishError::WouldDeadlock(_)));
+            told.send(format!("observer refused: {refused}")).unwrap();
+        }
+    });
     let (started, go) = (support::Signal::new(), support::Latch::new());
-    let (told, heard) = std::sync::mpsc::channel();
     let (tell, open, publisher) = (started.clone(), go.clone(), bus.clone());
-    bus.subscribe_async::<Shipped, _, _, _>(
-        Options::default().capacity(1),
-        move |m: eventbus::Message<Shipped>| {
-            let (tell, open, publisher, told) =
-                (tell.clone(), open.clone(), publisher.clone(), told.clone());
-            async move {
-                if m.0 == 1 {
-                    tell.send(1);
-                    tokio::task::spawn_blocking(move || open.wait())
-                        .await
-                        .unwrap();
-                    let refused = matches!(
-                        publisher.publish_async(Placed(10)).await,
-                        Err(eventbus::PublishError::WouldDeadlock(Placed(10)))
-                    );
-                    told.send(refused).unwrap();
-                }
+    bus.subscribe_async::<Shipped, _, _, _>(options, move |m: eventbus::Message<Shipped>| {
+        let (tell, open, publisher, told) = (
+            tell.clone(),
+            open.clone(),
+            publisher.clone(),
+            report.clone(),
+        );
+        async move {
+            if m.0 == 1 {
+                tell.send(1);
+                tokio::task::spawn_blocking(move || open.wait())
+                    .await
+                    .unwrap();
+                let outcome = publisher.publish_async(Placed(10)).await;
+                let refused = matches!(outcome, Err(eventbus::PublishError::WouldDeadlock(_)));
+                told.send(format!("handler refused: {refused}")).unwrap();
             }
-        },
-    );
+        }
+    });
     bus.publish(Shipped(1)).unwrap();
     assert_eq!(started.next(), 1);
-    // The handler holds 1: this one fills its mailbox.
+    // H holds 1: this one fills its mailbox.
     bus.publish(Shipped(2)).unwrap();
     bus.publish(Placed(1)).unwrap();
     let mut seen = [reached.next(), reached.next()];
     seen.sort();
-    assert_eq!(seen, [1, 2], "each observer is in its handler");
-    // Each observer holds 1: this one fills both mailboxes.
+    assert_eq!(seen, [1, 2], "both are in their handlers");
+    // Each holds 1: this one fills both mailboxes.
     bus.publish(Placed(2)).unwrap();
     go.open();
-    let outcome = heard.recv_timeout(support::PATIENCE);
+    let first_word = heard.recv_timeout(support::PATIENCE);
     hold.open();
-    assert_eq!(
-        outcome,
-        Ok(true),
-        "refused, before the first observer had room"
+    assert!(
+        matches!(
+            first_word.as_deref(),
+            Ok("handler refused: true" | "observer refused: true")
+        ),
+        "the cycle was found before the first mailbox had room: {first_word:?}"
     );
     bus.close();
 }

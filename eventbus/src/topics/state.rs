@@ -845,7 +845,12 @@ impl<T: Topic> TopicState<T> {
                     .filter(|o| o.would_block() && o.wants(&payload))
                     .collect();
                 if let Some(outbox) = full.first() {
-                    let on = full.iter().map(|o| Arc::clone(&o.core.node)).collect();
+                    let mut on: Vec<_> = full.iter().map(|o| Arc::clone(&o.core.node)).collect();
+                    // A handler's wait records the full observers too, as a sync publish does:
+                    // a cycle through one is found now, not once these have room.
+                    if publisher.is_some() {
+                        on.extend(self.full_observers().map_or_else(Vec::new, |(_, on)| on));
+                    }
                     let room = outbox.room();
                     if let Err(refused) = wait_for(publisher.as_ref(), on, deadline, room).await {
                         return Err((payload, refused));
