@@ -244,9 +244,9 @@ impl TopicWaits {
     }
 
     /// Records that the order lock's holder waits for an observer's turn (`observer` its
-    /// node, `turn` the turn's waits), until `f` returns.
-    /// The holder counts as blocked on the observer (`holder_blocked`, `blocked_elsewhere`),
-    /// as before a mailbox.
+    /// node, `turn` the turn's waits), until `f` returns. A walk follows the turn's holder;
+    /// `holder_blocked` and `blocked_elsewhere` still count this holder as blocked on the
+    /// observer, as on a mailbox.
     pub(crate) fn waiting_for_turn<R>(
         &self,
         observer: &Arc<WaitNode>,

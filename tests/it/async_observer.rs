@@ -422,6 +422,15 @@ fn an_async_handler_awaiting_room_in_a_full_subscriber_sees_a_cycle_through_a_fu
     a_cycle_through_the_second_of_two_full_mailboxes(First::Subscriber);
 }
 
+/// Opens its latches when dropped.
+struct OpenOnDrop<const N: usize>([support::Latch; N]);
+
+impl<const N: usize> Drop for OpenOnDrop<N> {
+    fn drop(&mut self) {
+        self.0.iter().for_each(support::Latch::open);
+    }
+}
+
 /// Whose mailbox of `shop.placed` is the first full one.
 enum First {
     Observer,
@@ -431,8 +440,8 @@ enum First {
 /// An async handler H of `shop.shipped` (capacity 1, full) awaits `publish_async(Placed(10))`,
 /// whose topic has two full `Block` mailboxes of capacity 1: the first (`first`) held by the
 /// test, the second an observer whose handler publishes to `shop.shipped` and so waits for H.
-/// One of the two waits is refused with `WouldDeadlock`, whichever walked the graph second:
-/// H's publish or the observer's (both report on one channel).
+/// At least one of the two waits is refused with `WouldDeadlock` (whichever walked the graph
+/// second, or both): H's publish or the observer's, which report on one channel.
 fn a_cycle_through_the_second_of_two_full_mailboxes(first: First) {
     let runtime = runtime();
     let bus = bus_on(&runtime);
@@ -458,7 +467,7 @@ fn a_cycle_through_the_second_of_two_full_mailboxes(first: First) {
             }),
     };
     let (signal, handle, told) = (reached.clone(), bus.clone(), report.clone());
-    let _second = bus.observe("shop.placed", options.clone(), move |m: &AnyMessage| {
+    let second = bus.observe("shop.placed", options.clone(), move |m: &AnyMessage| {
         if value(m) == 1 {
             signal.send(2);
             // Waits for room in H's full mailbox.
@@ -467,7 +476,11 @@ fn a_cycle_through_the_second_of_two_full_mailboxes(first: First) {
             told.send(format!("observer refused: {refused}")).unwrap();
         }
     });
+    let _second = second.unwrap();
     let (started, go) = (support::Signal::new(), support::Latch::new());
+    // Whatever fails, both latches open before the runtime is dropped: it waits for H's
+    // blocking wait.
+    let _open_both = OpenOnDrop([go.clone(), hold.clone()]);
     let (tell, open, publisher) = (started.clone(), go.clone(), bus.clone());
     bus.subscribe_async::<Shipped, _, _, _>(options, move |m: eventbus::Message<Shipped>| {
         let (tell, open, publisher, told) = (
