@@ -237,10 +237,7 @@ impl TopicWaits {
 
     /// Records that the order lock's holder waits for room in `mailbox`, until `f` returns.
     pub(crate) fn waiting_on<R>(&self, mailbox: &Arc<WaitNode>, f: impl FnOnce() -> R) -> R {
-        // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
-        self.holder.lock().on = vec![Arc::clone(mailbox)];
-        let _clear = Cleared(|| self.holder.lock().on.clear());
-        f()
+        self.blocked_on(mailbox, None, f)
     }
 
     /// Records that the order lock's holder waits for an observer's turn (`observer` its
@@ -253,11 +250,22 @@ impl TopicWaits {
         turn: &Arc<TopicWaits>,
         f: impl FnOnce() -> R,
     ) -> R {
+        self.blocked_on(observer, Some(turn), f)
+    }
+
+    /// The record of [`waiting_on`](Self::waiting_on) and
+    /// [`waiting_for_turn`](Self::waiting_for_turn), cleared when `f` returns.
+    fn blocked_on<R>(
+        &self,
+        node: &Arc<WaitNode>,
+        turn: Option<&Arc<TopicWaits>>,
+        f: impl FnOnce() -> R,
+    ) -> R {
         // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
         {
             let mut holder = self.holder.lock();
-            holder.on = vec![Arc::clone(observer)];
-            holder.turn = Some(Arc::clone(turn));
+            holder.on = vec![Arc::clone(node)];
+            holder.turn = turn.cloned();
         }
         let _clear = Cleared(|| {
             let mut holder = self.holder.lock();
