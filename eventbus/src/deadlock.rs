@@ -223,10 +223,24 @@ impl TopicWaits {
     /// Whether the order lock's holder is blocked on a mailbox other than `mailbox`. It
     /// clears its record under this same lock when it wakes, so whatever was done before this
     /// call is seen by the rest of its hand-out (`mailbox.rs` relies on it).
+    ///
+    /// An observer's turn held across a publish's other waits ([`held_under`](Self::held_under))
+    /// records those waits in its topic's record, not here: then this asks that record. The
+    /// publisher clears it there when it wakes, so the same holds. And if it has let go of the
+    /// turn since this look (`under` is cleared before the turn is let go, under this lock),
+    /// whoever takes the turn next does so after this call, and sees what was done before it.
     pub(crate) fn blocked_elsewhere(&self, mailbox: u64) -> bool {
-        // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
-        let holder = self.holder.lock();
-        !holder.on.is_empty() && holder.on.iter().all(|node| node.id != mailbox)
+        // Lock order: row 8 (`holder`), let go before the topic's is taken, never nested; see
+        // engine/mod.rs.
+        let under = {
+            let holder = self.holder.lock();
+            if !holder.on.is_empty() {
+                return holder.on.iter().all(|node| node.id != mailbox);
+            }
+            holder.under.clone()
+        };
+        // One level: only a turn's record has an `under`.
+        under.is_some_and(|topic| topic.blocked_elsewhere(mailbox))
     }
 
     /// Whether the order lock's holder is blocked on a mailbox.
@@ -346,6 +360,40 @@ fn leads_back(waiter: &WaitNode) -> bool {
 mod tests {
     use super::{turn_leads_back, TopicWaits, WaitNode};
     use std::sync::Arc;
+
+    /// An observer's turn held across a publish's waits is blocked where that publish is,
+    /// as its topic's record says: what a retired observer's worker asks (`mailbox.rs`).
+    #[test]
+    fn a_turn_held_across_waits_is_blocked_where_its_topics_holder_is() {
+        let (x, turn) = (
+            Arc::new(TopicWaits::default()),
+            Arc::new(TopicWaits::default()),
+        );
+        let (observer, other) = (WaitNode::new(1), WaitNode::new(7));
+        assert!(!turn.blocked_elsewhere(1), "no one holds it");
+        let held = turn.held_under(&x);
+        assert!(!turn.blocked_elsewhere(1), "its holder is not blocked");
+        x.waiting_on(&other, || {
+            assert!(turn.blocked_elsewhere(1), "its holder waits on another");
+            assert!(!turn.blocked_elsewhere(7), "that one is not elsewhere");
+            turn.waiting_on(&observer, || {
+                assert!(!turn.blocked_elsewhere(1), "its own record comes first");
+            });
+        });
+        x.waiting_on(&observer, || {
+            assert!(
+                !turn.blocked_elsewhere(1),
+                "its holder waits on the observer"
+            );
+        });
+        drop(held);
+        x.waiting_on(&other, || {
+            assert!(
+                !turn.blocked_elsewhere(1),
+                "let go: X's holder is someone else's"
+            );
+        });
+    }
 
     /// The shape of a wait for an observer's turn: a publisher of topic X holds observer O1's
     /// turn across its waits and waits for O2's turn, held by another publisher that waits on

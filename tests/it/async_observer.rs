@@ -404,7 +404,8 @@ fn an_async_handler_awaiting_an_observers_turn_whose_holder_waits_for_it_gets_wo
         }
     });
     let latches = (&started, &go);
-    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, &outcomes);
+    let outcomes = (&outcomes, "refused: true");
+    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, outcomes);
 }
 
 /// An async handler awaiting a publish whose topic has two full observers, the second

@@ -527,7 +527,45 @@ fn a_handler_waiting_for_an_observers_turn_whose_holder_waits_for_it_gets_would_
         }
     });
     let latches = (&started, &go);
-    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, &outcomes);
+    let outcomes = (&outcomes, "refused: true");
+    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, outcomes);
+}
+
+/// The same hold, and the handler unsubscribes the observer instead: the observer's worker,
+/// retired, waits until no publisher can still be at its mailbox, and the timed publish
+/// holding its turn is blocked on the handler's mailbox, so it will not be (it reads the
+/// retired flag when it wakes). The unsubscribe ends, the handler returns, and the timed
+/// publish goes through, not at its deadline. The observer has seen the two before it.
+#[test]
+fn a_handler_unsubscribing_an_observer_whose_turn_is_held_by_a_publish_waiting_for_it_goes_through()
+{
+    use std::sync::{Arc, Mutex};
+
+    let bus = Bus::builder().build();
+    let (seen, record) = recorder();
+    let audit = bus.observe("orders.*", Options::default(), record).unwrap();
+    let audit = Arc::new(Mutex::new(Some(audit)));
+    let (options, in_filter) = support::capacity_one_telling_of_three(|s: &Shipped| s.0);
+    let (started, go, outcomes) = (Signal::new(), Latch::new(), Seen::<String>::new());
+    let (tell, gate, record, held) = (started.clone(), go.clone(), outcomes.clone(), audit);
+    bus.subscribe::<Shipped>(options, move |m: &Message<Shipped>| {
+        if m.0 == 1 {
+            tell.send(1);
+            gate.wait();
+            let observer = held.lock().unwrap().take().unwrap();
+            let stats = observer.unsubscribe();
+            record.push(format!("unsubscribed, {} received", stats.received));
+        }
+    });
+    let latches = (&started, &go);
+    let outcomes = (&outcomes, "unsubscribed, 2 received");
+    support::a_timed_publish_held_up_by_the_handler(&bus, Shipped, latches, in_filter, outcomes);
+    let shipped = [("orders.shipped", 0), ("orders.shipped", 1)];
+    assert_eq!(
+        seen.get(),
+        shipped,
+        "the two published before the timed one"
+    );
 }
 
 #[derive(Topic, Debug)]

@@ -29,9 +29,11 @@
 //! turn records it in the wait graph (`deadlock.rs`), like a wait for an order lock; the
 //! turn's holder records what it waits on in the turn's `waits` and its topic's, and where it
 //! holds the turn across its publish's other waits, the turn's `waits` point at its topic's
-//! (`Entered::held_across_waits`). The turn is
-//! the mailbox's order lock for its worker's retire (see `mailbox.rs`): once it is free after
-//! the retire, a publisher that takes it later reads the retired flag.
+//! (`Entered::held_across_waits`). The turn is the mailbox's order lock for its worker's
+//! retire (see `mailbox.rs`): once it is free after the retire, a publisher that takes it
+//! later reads the retired flag; while it is held across waits, its holder is blocked where
+//! its topic's record says (`TopicWaits::blocked_elsewhere`), and reads the flag when it
+//! wakes.
 
 use std::sync::atomic::Ordering::AcqRel;
 use std::sync::Arc;
