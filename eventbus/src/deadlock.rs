@@ -31,7 +31,9 @@
 //!
 //! This module is a leaf: it knows nodes by id, not subscriptions.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -293,18 +295,46 @@ impl TopicWaits {
     /// the order lock of the topic whose waits are `topic`, which may wait elsewhere before it
     /// lets go: a handler waiting for the turn then follows that publisher's waits too. Until
     /// the guard drops, which its holder does before it lets go of the turn.
+    ///
+    /// The guard is this thread's (a turn is let go where it was taken), and so is the turn
+    /// while it lives: see [`held_here`](Self::held_here).
     pub(crate) fn held_under(&self, topic: &Arc<TopicWaits>) -> HeldUnder<'_> {
         // Lock order: row 8 (`holder`), here and when cleared, never nested; see engine/mod.rs.
         self.holder.lock().under = Some(Arc::clone(topic));
-        HeldUnder(self)
+        HELD_HERE.with(|held| held.borrow_mut().push(self.address()));
+        HeldUnder(self, PhantomData)
+    }
+
+    /// Whether this thread holds this turn across its publish's other waits: a publish of
+    /// its own further in (from an inline handler) that needs the turn would wait for itself.
+    pub(crate) fn held_here(&self) -> bool {
+        HELD_HERE.with(|held| held.borrow().contains(&self.address()))
+    }
+
+    fn address(&self) -> usize {
+        self as *const TopicWaits as usize
     }
 }
 
-/// Clears what [`TopicWaits::held_under`] recorded.
-pub(crate) struct HeldUnder<'a>(&'a TopicWaits);
+thread_local! {
+    /// The turns this thread holds across its publishes' waits ([`TopicWaits::held_under`]),
+    /// by the address of their records.
+    static HELD_HERE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Clears what [`TopicWaits::held_under`] recorded. Not `Send`: dropped on the thread that
+/// holds the turn.
+pub(crate) struct HeldUnder<'a>(&'a TopicWaits, PhantomData<*const ()>);
 
 impl Drop for HeldUnder<'_> {
     fn drop(&mut self) {
+        let address = self.0.address();
+        HELD_HERE.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|&turn| turn == address) {
+                held.swap_remove(at);
+            }
+        });
         // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
         self.0.holder.lock().under = None;
     }

@@ -446,3 +446,64 @@ fn an_inline_handler_awaiting_publish_async_to_its_own_topic_gets_would_deadlock
     assert_eq!(*outcomes.lock().unwrap(), [true]);
     bus.close();
 }
+
+/// An all-or-nothing publish takes its topic's observers' turns before its inline handlers
+/// run; one of those handlers publishing to another topic the same observer sees would wait
+/// for a turn its own thread holds. An all-or-nothing or a task's publish is refused with
+/// `WouldDeadlock` (the message handed back), as a publish to the handler's own topic is, not
+/// a wait that never ends (before, the timed one waited out its deadline); a plain publish,
+/// numbered before it takes the turn, leaves the observer's copy out, counted as dropped. The
+/// outer publish then goes through, and the observer sees it.
+#[test]
+fn an_inline_handler_publishing_to_a_topic_an_observer_shares_under_a_held_turn_is_would_deadlock()
+{
+    let bus = Bus::builder().build();
+    let seen = Seen::new();
+    let record = seen.clone();
+    let audit = bus
+        .observe("inline.*", Options::default(), move |m: &AnyMessage| {
+            record.push(m.topic())
+        })
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let cascade = bus.clone();
+    bus.subscribe_inline::<Transfer>(Options::default(), move |m: &Message<Transfer>| {
+        let nested = cascade.publish_timeout(Audit(m.seq()), Duration::from_secs(20));
+        tx.send(matches!(
+            nested,
+            Err(PublishTimeoutError::WouldDeadlock(Audit(0)))
+        ))
+        .unwrap();
+        // A plain publish from a thread outside the bus takes each turn at its hand-out,
+        // numbered by then: the observer's copy is left out, counted as dropped.
+        tx.send(cascade.publish(Audit(m.seq())) == Ok(0)).unwrap();
+        // A task's publish tries the turn, and is refused the same way.
+        #[cfg(feature = "tokio")]
+        {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            let nested = runtime
+                .block_on(cascade.publish_timeout_async(Audit(m.seq()), Duration::from_secs(20)));
+            tx.send(matches!(
+                nested,
+                Err(PublishTimeoutError::WouldDeadlock(Audit(0)))
+            ))
+            .unwrap();
+        }
+    });
+    let outer = bus.publish_timeout(Transfer { from: 7, cents: 1 }, Duration::from_secs(20));
+    assert_eq!(outer, Ok(0));
+    assert_eq!(rx.try_recv(), Ok(true), "the nested publish was refused");
+    assert_eq!(rx.try_recv(), Ok(true), "the plain one went through");
+    #[cfg(feature = "tokio")]
+    assert_eq!(
+        rx.try_recv(),
+        Ok(true),
+        "the nested task's publish was refused"
+    );
+    let stats = audit.unsubscribe();
+    assert_eq!((stats.received, stats.dropped), (2, 1), "{stats:?}");
+    assert_eq!(seen.get(), ["inline.transfer"]);
+}

@@ -247,6 +247,11 @@ impl Inlet {
                 _turn: turn,
             });
         }
+        // This thread's own, held across its publish's waits: a publish from one of that
+        // publish's inline handlers would wait for itself.
+        if self.waits.held_here() {
+            return Err(NoTurn::WouldDeadlock);
+        }
         let patience = match wait {
             TurnWait::Forever => Patience::Forever,
             TurnWait::Until(deadline) => Patience::Until(deadline),
