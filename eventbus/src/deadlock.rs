@@ -12,7 +12,9 @@
 //! node whose mailbox its order lock's holder is blocked on ([`TopicWaits`], recorded by every
 //! publisher, handler or not, only while it is blocked). An observer's turn has its own, and
 //! while a publisher holds the turn across its other waits (an all-or-nothing or a handler's
-//! publish takes its observers' turns first) the turn's points at its topic's. A wait can
+//! publish takes its observers' turns first) the turn's points at its topic's. A thread
+//! running a topic's inline handlers holds its order lock: while a publish of theirs waits,
+//! the topic's record says its holder waits on the same ([`running_inline`]). A wait can
 //! never end when, following these records, it leads back to the waiting node: its own full
 //! mailbox, a cycle A → B → A, a cycle through a publisher that holds a topic's lock or an
 //! observer's turn, or an unsubscribe of a subscription whose worker waits for the
@@ -76,7 +78,8 @@ struct Holder {
     on: Vec<Arc<WaitNode>>,
     /// While the holder waits for an observer's turn: that turn's waits. The walk follows
     /// them, not the observer's node: the turn comes when its holder is done, whether or not
-    /// the observer's worker moves.
+    /// the observer's worker moves. Or, while one of its inline handlers' publishes waits for
+    /// another topic's order lock (or a turn), that record ([`running_inline`]).
     turn: Option<Arc<TopicWaits>>,
     /// For an observer's turn held across other waits: the waits of the topic whose publisher
     /// holds it, so that a walk through the turn reaches whatever that publisher waits on.
@@ -141,6 +144,8 @@ fn wait_for_order<'a, S>(
         publisher.waits.lock().topic = Some(Arc::clone(topic));
         Cleared(move || publisher.waits.lock().topic = None)
     });
+    // Inside inline handlers: the topics whose handlers they are wait for this lock too.
+    let _outer = Outer::waiting_for(topic);
     loop {
         if publisher.is_some_and(|publisher| leads_back(publisher)) {
             return Err(NoLock::WouldDeadlock);
@@ -288,6 +293,8 @@ impl TopicWaits {
             holder.on.clear();
             holder.turn = None;
         });
+        // Inside inline handlers: the topics whose handlers they are wait on it too.
+        let _outer = Outer::blocked_on(self, node, turn);
         f()
     }
 
@@ -337,6 +344,95 @@ impl Drop for HeldUnder<'_> {
         });
         // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
         self.0.holder.lock().under = None;
+    }
+}
+
+thread_local! {
+    /// The records of the topics whose order lock this thread holds while it runs their
+    /// inline handlers, outermost first ([`running_inline`]).
+    static INLINE_UNDER: RefCell<Vec<Arc<TopicWaits>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes, until the guard drops, that this thread runs the inline handlers of the topic
+/// whose record is `topic`, holding its order lock. While a publish of theirs waits (for
+/// room, a turn or another topic's order lock), the topic's record says its holder waits on
+/// the same (see [`Outer`]): a handler waiting for that topic's lock finds a cycle through
+/// them, and a retired mailbox's worker and a `try_publish` see the holder blocked (it hands
+/// out nothing before it wakes, and clears the record under its lock when it does).
+pub(crate) fn running_inline(topic: &Arc<TopicWaits>) -> RunningInline {
+    INLINE_UNDER.with(|under| under.borrow_mut().push(Arc::clone(topic)));
+    RunningInline(PhantomData)
+}
+
+/// Clears what [`running_inline`] noted. Not `Send`: dropped on the thread that noted it.
+pub(crate) struct RunningInline(PhantomData<*const ()>);
+
+impl Drop for RunningInline {
+    fn drop(&mut self) {
+        INLINE_UNDER.with(|under| under.borrow_mut().pop());
+    }
+}
+
+/// A wait of this thread recorded in the records of the topics whose inline handlers it
+/// runs ([`running_inline`]) too, until dropped; those it set, it clears.
+struct Outer(Vec<Arc<TopicWaits>>);
+
+impl Outer {
+    /// The holder of `inner` (this thread) is blocked on `node` (and waits for `turn`).
+    fn blocked_on(
+        inner: &TopicWaits,
+        node: &Arc<WaitNode>,
+        turn: Option<&Arc<TopicWaits>>,
+    ) -> Option<Outer> {
+        Outer::record(|outer, holder| {
+            if std::ptr::eq(outer, inner) {
+                return false;
+            }
+            holder.on = vec![Arc::clone(node)];
+            holder.turn = turn.cloned();
+            true
+        })
+    }
+
+    /// This thread waits for the lock whose record is `topic`. Where an outer record already
+    /// says what its holder waits on (this wait is part of a wait for a turn), it stays.
+    fn waiting_for(topic: &Arc<TopicWaits>) -> Option<Outer> {
+        Outer::record(|_, holder| {
+            if !holder.on.is_empty() || holder.turn.is_some() {
+                return false;
+            }
+            holder.turn = Some(Arc::clone(topic));
+            true
+        })
+    }
+
+    fn record(mut set: impl FnMut(&TopicWaits, &mut Holder) -> bool) -> Option<Outer> {
+        let outer = INLINE_UNDER.with(|under| {
+            let under = under.borrow();
+            // Most waits: no inline handler running on this thread.
+            if under.is_empty() {
+                return Vec::new();
+            }
+            under
+                .iter()
+                // Lock order: row 8 (`holder`), one at a time, never nested; see
+                // engine/mod.rs.
+                .filter(|outer| set(outer, &mut outer.holder.lock()))
+                .cloned()
+                .collect()
+        });
+        (!outer.is_empty()).then_some(Outer(outer))
+    }
+}
+
+impl Drop for Outer {
+    fn drop(&mut self) {
+        for outer in &self.0 {
+            // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
+            let mut holder = outer.holder.lock();
+            holder.on.clear();
+            holder.turn = None;
+        }
     }
 }
 

@@ -507,3 +507,84 @@ fn an_inline_handler_publishing_to_a_topic_an_observer_shares_under_a_held_turn_
     assert_eq!((stats.received, stats.dropped), (2, 1), "{stats:?}");
     assert_eq!(seen.get(), ["inline.transfer"]);
 }
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "inline.dispatched", dispatcher)]
+struct Dispatched(u64);
+
+/// A cycle through an inline handler's publish: a publish of `make(3)` runs its topic's
+/// inline handler, whose publish of `Audit` waits for room in a full `Block` mailbox; that
+/// mailbox's handler publishes `make(4)`, so it waits for the order lock (or the queue) the
+/// first publish holds. Its wait leads back to it through the inline handler's: refused with
+/// `WouldDeadlock` (before, the walk found nothing there, and its timed publish waited out
+/// its deadline); then both publishes go through.
+fn a_cycle_through_an_inline_handlers_publish<T: Topic + Clone + PartialEq>(
+    make: fn(u64) -> T,
+    value: fn(&T) -> u64,
+) {
+    use crate::support::{Latch, Signal};
+
+    let bus = Bus::builder().build();
+    let (nesting, nested) = mpsc::channel();
+    let cascade = bus.clone();
+    bus.subscribe_inline::<T>(Options::default(), move |m: &Message<T>| {
+        if value(m) == 3 {
+            nesting.send(()).unwrap();
+            // Waits for room in the full mailbox below.
+            return cascade.publish(Audit(3)).map(|_| ());
+        }
+        Ok(())
+    });
+    let (started, go, outcomes) = (Signal::new(), Latch::new(), Seen::<bool>::new());
+    let (tell, gate, record, back) = (started.clone(), go.clone(), outcomes.clone(), bus.clone());
+    let options = Options::default().capacity(1);
+    let audit = bus.subscribe::<Audit>(options, move |m: &Message<Audit>| {
+        if m.0 == 1 {
+            tell.send(1);
+            gate.wait();
+            let timed = back.publish_timeout(make(4), Duration::from_secs(20));
+            record.push(
+                matches!(timed, Err(PublishTimeoutError::WouldDeadlock(back)) if back == make(4)),
+            );
+        }
+    });
+    assert_eq!(bus.publish(Audit(1)), Ok(0));
+    assert_eq!(started.next(), 1);
+    // The handler holds 1: this one fills its mailbox.
+    assert_eq!(bus.publish(Audit(2)), Ok(1));
+    let outer = {
+        let bus = bus.clone();
+        std::thread::spawn(move || bus.publish(make(3)).map_err(|e| e.to_string()))
+    };
+    nested.recv().unwrap();
+    go.open();
+    // It waits for room in the handler's mailbox, so it ends after the handler's publish.
+    let outer = outer.join().unwrap();
+    assert!(outer.is_ok(), "the outer publish went through: {outer:?}");
+    assert_eq!(outcomes.get(), [true], "the handler's publish was refused");
+    let stats = audit.unsubscribe();
+    assert_eq!(stats.delivered, 3, "{stats:?}");
+    bus.close();
+}
+
+#[test]
+fn a_handler_waiting_for_a_topic_whose_inline_handler_waits_for_it_gets_would_deadlock() {
+    a_cycle_through_an_inline_handlers_publish(
+        |cents| Transfer {
+            from: 8,
+            cents: cents as i64,
+        },
+        |m| m.cents as u64,
+    );
+}
+
+#[test]
+fn a_handler_waiting_for_a_log_topic_whose_inline_handler_waits_for_it_gets_would_deadlock() {
+    a_cycle_through_an_inline_handlers_publish(|n| Kept(n as i64), |m| m.0 as u64);
+}
+
+#[test]
+fn a_handler_waiting_for_a_dispatcher_topic_whose_inline_handler_waits_for_it_gets_would_deadlock()
+{
+    a_cycle_through_an_inline_handlers_publish(Dispatched, |m| m.0);
+}

@@ -47,7 +47,9 @@
 //! `sender` is row 4 of the bus's table (engine/mod.rs), beside the order lock and never held
 //! with it: a publisher holds `sender` only, the dispatcher the order lock only. Under
 //! `sender` a publisher runs the inline handlers (row 4a) and waits on `room_lock` (row 9, a
-//! leaf); the dispatcher takes `room_lock` with nothing else held. `taking` is row 4b: held
+//! leaf); the dispatcher takes `room_lock` with nothing else held. The topic's wait-graph
+//! record is the order lock's holder's (the dispatcher's); what the holder of `sender` waits
+//! on inside its inline handlers is in the queue's own (`adding`). `taking` is row 4b: held
 //! by the dispatcher or a forced close while it takes one message (or, after a stop, all
 //! that is left) and abandons it, with nothing else held; inside, the subscriptions' filters
 //! (user code) and the leaves of row 9 (`last`, the dead-letter store).
@@ -61,7 +63,7 @@ use crossbeam_channel::{Receiver, Select, SendTimeoutError, Sender, TryRecvError
 use parking_lot::{Condvar, Mutex};
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
-use crate::deadlock::{self, RECHECK};
+use crate::deadlock::{self, TopicWaits, WaitNode, RECHECK};
 use crate::delivery::core::{Spill, SubscriptionCore, NOT_HANDLED};
 use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::observer::Inlet;
@@ -116,6 +118,10 @@ pub(crate) struct Queue<T> {
     /// Held while one message is numbered, seen by the inline subscribers and added; `None`
     /// once the bus has closed.
     sender: Mutex<Option<Sender<Queued<T>>>>,
+    /// What the holder of `sender` waits on while its inline handlers publish
+    /// (`deadlock::running_inline`). The topic's own record is the dispatcher's, which holds
+    /// the order lock; a publisher waiting for `sender` follows both.
+    adding: Arc<TopicWaits>,
     /// The dispatcher's end; a forced close takes what is left from it too.
     receiver: Receiver<Queued<T>>,
     /// Held by whoever takes from `receiver` (the dispatcher, or a forced close) until what
@@ -147,6 +153,7 @@ impl<T> Queue<T> {
         let (sender, receiver) = crossbeam_channel::bounded(capacity);
         Queue {
             sender: Mutex::new(Some(sender)),
+            adding: Arc::default(),
             receiver,
             taking: Mutex::new(()),
             capacity,
@@ -166,6 +173,13 @@ impl<T> Queue<T> {
     #[inline]
     pub(crate) fn is_running(&self) -> bool {
         self.running.load(SeqCst)
+    }
+
+    /// Whether `waiter`, waiting for room in the queue or for its lock, waits on itself:
+    /// through the dispatcher (`topic`, the topic's record) or through the inline handlers of
+    /// the publisher holding the queue's lock.
+    pub(crate) fn leads_back(&self, waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
+        deadlock::turn_leads_back(waiter, topic) || deadlock::turn_leads_back(waiter, &self.adding)
     }
 
     /// Messages queued now, and the most the queue holds.
@@ -334,10 +348,8 @@ impl<T: Topic> TopicState<T> {
         if inline::running(self.order_address()) {
             return Err((payload, Refused::WouldDeadlock));
         }
-        let leads_back = || {
-            publisher
-                .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &self.waits))
-        };
+        let leads_back =
+            || publisher.is_some_and(|publisher| queue.leads_back(&publisher.node, &self.waits));
         // The queue's turn: another publisher holds it while it waits for room.
         // Lock order: row 4 (`sender`), nothing else held; channel locks inside; see engine/mod.rs.
         // A publisher outside the bus cannot be part of a cycle: it may wait in longer slices.
@@ -434,7 +446,11 @@ impl<T: Topic> TopicState<T> {
         else {
             unreachable!("`shared` hands out at least one reference")
         };
-        if let Said::Rejected(rejection) = inline::run(inline, &lent, self.order_address()) {
+        let said = {
+            let _running = deadlock::running_inline(&queue.adding);
+            inline::run(inline, &lent, self.order_address())
+        };
+        if let Said::Rejected(rejection) = said {
             return match lent.try_into_payload() {
                 Ok(payload) => Err((payload, Refused::Rejected(rejection))),
                 Err(kept) => {

@@ -574,7 +574,11 @@ impl<T: Topic> TopicState<T> {
         let Some(lent) = references.next() else {
             unreachable!("`shared` hands out at least one reference")
         };
-        if let Said::Rejected(rejection) = inline::run(inline, &lent, self.order_address()) {
+        let said = {
+            let _running = deadlock::running_inline(&self.waits);
+            inline::run(inline, &lent, self.order_address())
+        };
+        if let Said::Rejected(rejection) = said {
             drop(references);
             return match lent.try_into_payload() {
                 Ok(payload) => Err((payload, Refused::Rejected(rejection))),
@@ -616,7 +620,11 @@ impl<T: Topic> TopicState<T> {
         let seq = self.numbering.next();
         let share = !observers.is_empty();
         let inline = inline.map(|inline| (inline, self.order_address()));
+        // The append's own waits are recorded in this record anyway; its inline handlers'
+        // are not.
+        let running = inline.map(|_| deadlock::running_inline(&self.waits));
         let appended = self.append(log, pool, payload, how, share, inline)?;
+        drop(running);
         if let Some(message) = appended {
             let stop = how.lifecycle.stop_signal();
             self.to_observers(observers, entered, message, how.publisher, stop);
@@ -823,7 +831,7 @@ impl<T: Topic> TopicState<T> {
                 // The queue is full, or another publisher holds it: wait for the dispatcher
                 // to take one, unless it waits (through others) on this handler.
                 if let Some(publisher) = &publisher {
-                    if deadlock::turn_leads_back(&publisher.node, &self.waits) {
+                    if queue.leads_back(&publisher.node, &self.waits) {
                         return Err((payload, Refused::WouldDeadlock));
                     }
                 }
