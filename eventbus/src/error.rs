@@ -19,7 +19,9 @@ pub enum PublishError<T> {
     ///   mailbox: waiting would stop the tasks that make room. Use
     ///   `publish_async` there (feature `tokio`), or a multi-thread runtime;
     /// - an inline subscriber's handler published to a topic whose inline handlers its
-    ///   thread is running (its own topic, or one further up the cascade).
+    ///   thread is running (its own topic, or one further up the cascade), or one that
+    ///   needs an observer's turn its thread holds (an all-or-nothing publish, or a
+    ///   handler's, takes its observers' turns before its inline handlers run).
     WouldDeadlock(T),
     /// An inline subscriber ([`Bus::subscribe_inline`](crate::Bus::subscribe_inline))
     /// refused the message: its handler returned an `Err` or panicked. Nothing got the
