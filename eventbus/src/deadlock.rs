@@ -274,6 +274,21 @@ impl TopicWaits {
         self.blocked_on(observer, Some(turn), f)
     }
 
+    /// Records that the holder of this record waits for room that only the holder of
+    /// `other`'s lock makes (a dispatcher topic's queue, which its dispatcher empties), until
+    /// `f` returns: a walk follows `other`.
+    pub(crate) fn waiting_for_holder_of<R>(
+        &self,
+        other: &Arc<TopicWaits>,
+        f: impl FnOnce() -> R,
+    ) -> R {
+        // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
+        self.holder.lock().turn = Some(Arc::clone(other));
+        let _clear = Cleared(|| self.holder.lock().turn = None);
+        let _outer = Outer::waiting_for(other);
+        f()
+    }
+
     /// The record of [`waiting_on`](Self::waiting_on) and
     /// [`waiting_for_turn`](Self::waiting_for_turn), cleared when `f` returns.
     fn blocked_on<R>(
@@ -308,14 +323,17 @@ impl TopicWaits {
     pub(crate) fn held_under(&self, topic: &Arc<TopicWaits>) -> HeldUnder<'_> {
         // Lock order: row 8 (`holder`), here and when cleared, never nested; see engine/mod.rs.
         self.holder.lock().under = Some(Arc::clone(topic));
-        HELD_HERE.with(|held| held.borrow_mut().push(self.address()));
+        // `try_with`: a publish from a thread-local's destructor finds the list gone.
+        let _ = HELD_HERE.try_with(|held| held.borrow_mut().push(self.address()));
         HeldUnder(self, PhantomData)
     }
 
     /// Whether this thread holds this turn across its publish's other waits: a publish of
     /// its own further in (from an inline handler) that needs the turn would wait for itself.
     pub(crate) fn held_here(&self) -> bool {
-        HELD_HERE.with(|held| held.borrow().contains(&self.address()))
+        HELD_HERE
+            .try_with(|held| held.borrow().contains(&self.address()))
+            .unwrap_or(false)
     }
 
     fn address(&self) -> usize {
@@ -336,7 +354,7 @@ pub(crate) struct HeldUnder<'a>(&'a TopicWaits, PhantomData<*const ()>);
 impl Drop for HeldUnder<'_> {
     fn drop(&mut self) {
         let address = self.0.address();
-        HELD_HERE.with(|held| {
+        let _ = HELD_HERE.try_with(|held| {
             let mut held = held.borrow_mut();
             if let Some(at) = held.iter().rposition(|&turn| turn == address) {
                 held.swap_remove(at);
@@ -360,7 +378,8 @@ thread_local! {
 /// them, and a retired mailbox's worker and a `try_publish` see the holder blocked (it hands
 /// out nothing before it wakes, and clears the record under its lock when it does).
 pub(crate) fn running_inline(topic: &Arc<TopicWaits>) -> RunningInline {
-    INLINE_UNDER.with(|under| under.borrow_mut().push(Arc::clone(topic)));
+    // `try_with`: a publish from a thread-local's destructor finds the stack gone.
+    let _ = INLINE_UNDER.try_with(|under| under.borrow_mut().push(Arc::clone(topic)));
     RunningInline(PhantomData)
 }
 
@@ -369,13 +388,21 @@ pub(crate) struct RunningInline(PhantomData<*const ()>);
 
 impl Drop for RunningInline {
     fn drop(&mut self) {
-        INLINE_UNDER.with(|under| under.borrow_mut().pop());
+        let _ = INLINE_UNDER.try_with(|under| under.borrow_mut().pop());
     }
+}
+
+/// Records, until the guard drops, that this thread waits for the holder of the lock whose
+/// record is `topic` (or for room only that holder makes), in the records of the topics
+/// whose inline handlers it runs ([`running_inline`]): for waits not recorded through
+/// [`TopicWaits`] (a dispatcher topic's queue). `None` outside inline handlers.
+pub(crate) fn nested_wait(topic: &Arc<TopicWaits>) -> Option<Outer> {
+    Outer::waiting_for(topic)
 }
 
 /// A wait of this thread recorded in the records of the topics whose inline handlers it
 /// runs ([`running_inline`]) too, until dropped; those it set, it clears.
-struct Outer(Vec<Arc<TopicWaits>>);
+pub(crate) struct Outer(Vec<Arc<TopicWaits>>);
 
 impl Outer {
     /// The holder of `inner` (this thread) is blocked on `node` (and waits for `turn`).
@@ -407,7 +434,7 @@ impl Outer {
     }
 
     fn record(mut set: impl FnMut(&TopicWaits, &mut Holder) -> bool) -> Option<Outer> {
-        let outer = INLINE_UNDER.with(|under| {
+        let outer = INLINE_UNDER.try_with(|under| {
             let under = under.borrow();
             // Most waits: no inline handler running on this thread.
             if under.is_empty() {
@@ -421,6 +448,7 @@ impl Outer {
                 .cloned()
                 .collect()
         });
+        let outer = outer.unwrap_or_default();
         (!outer.is_empty()).then_some(Outer(outer))
     }
 }

@@ -512,34 +512,45 @@ fn an_inline_handler_publishing_to_a_topic_an_observer_shares_under_a_held_turn_
 #[topic(name = "inline.dispatched", dispatcher)]
 struct Dispatched(u64);
 
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "inline.queued", dispatcher, queue = 1)]
+struct Queued(u64);
+
+/// How a test makes a topic's messages, and reads the number back.
+type Made<T> = (fn(u64) -> T, fn(&T) -> u64);
+
 /// A cycle through an inline handler's publish: a publish of `make(3)` runs its topic's
-/// inline handler, whose publish of `Audit` waits for room in a full `Block` mailbox; that
-/// mailbox's handler publishes `make(4)`, so it waits for the order lock (or the queue) the
-/// first publish holds. Its wait leads back to it through the inline handler's: refused with
+/// inline handler, whose publish of `nested(fill + 1)` waits: `fill` messages before it
+/// filled a `Block` mailbox of capacity 1 (and, on a dispatcher topic with a queue of one,
+/// the queue behind the dispatcher waiting at that mailbox). That mailbox's handler, on the
+/// first, publishes `make(4)`, so it waits for the order lock (or the queue) the first
+/// publish holds. Its wait leads back to it through the inline handler's: refused with
 /// `WouldDeadlock` (before, the walk found nothing there, and its timed publish waited out
 /// its deadline); then both publishes go through.
-fn a_cycle_through_an_inline_handlers_publish<T: Topic + Clone + PartialEq>(
-    make: fn(u64) -> T,
-    value: fn(&T) -> u64,
+fn a_cycle_through_an_inline_handlers_publish<T: Topic + Clone + PartialEq, N: Topic>(
+    (make, value): Made<T>,
+    (nested, fill): (fn(u64) -> N, u64),
 ) {
     use crate::support::{Latch, Signal};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
     let bus = Bus::builder().build();
-    let (nesting, nested) = mpsc::channel();
+    let (nesting, waiting) = mpsc::channel();
     let cascade = bus.clone();
     bus.subscribe_inline::<T>(Options::default(), move |m: &Message<T>| {
         if value(m) == 3 {
             nesting.send(()).unwrap();
-            // Waits for room in the full mailbox below.
-            return cascade.publish(Audit(3)).map(|_| ());
+            // Waits for room in the full mailbox (or queue) below.
+            return cascade.publish(nested(fill + 1)).map(|_| ());
         }
         Ok(())
     });
     let (started, go, outcomes) = (Signal::new(), Latch::new(), Seen::<bool>::new());
     let (tell, gate, record, back) = (started.clone(), go.clone(), outcomes.clone(), bus.clone());
+    let first = AtomicBool::new(true);
     let options = Options::default().capacity(1);
-    let audit = bus.subscribe::<Audit>(options, move |m: &Message<Audit>| {
-        if m.0 == 1 {
+    let held = bus.subscribe::<N>(options, move |_: &Message<N>| {
+        if first.swap(false, SeqCst) {
             tell.send(1);
             gate.wait();
             let timed = back.publish_timeout(make(4), Duration::from_secs(20));
@@ -548,43 +559,70 @@ fn a_cycle_through_an_inline_handlers_publish<T: Topic + Clone + PartialEq>(
             );
         }
     });
-    assert_eq!(bus.publish(Audit(1)), Ok(0));
+    assert!(bus.publish(nested(1)).is_ok());
     assert_eq!(started.next(), 1);
-    // The handler holds 1: this one fills its mailbox.
-    assert_eq!(bus.publish(Audit(2)), Ok(1));
+    // The handler holds 1: the next fills its mailbox (and the rest the dispatcher's hands
+    // and its queue).
+    for n in 2..=fill {
+        assert!(bus.publish(nested(n)).is_ok());
+    }
     let outer = {
         let bus = bus.clone();
         std::thread::spawn(move || bus.publish(make(3)).map_err(|e| e.to_string()))
     };
-    nested.recv().unwrap();
+    waiting.recv().unwrap();
     go.open();
     // It waits for room in the handler's mailbox, so it ends after the handler's publish.
     let outer = outer.join().unwrap();
     assert!(outer.is_ok(), "the outer publish went through: {outer:?}");
     assert_eq!(outcomes.get(), [true], "the handler's publish was refused");
-    let stats = audit.unsubscribe();
-    assert_eq!(stats.delivered, 3, "{stats:?}");
     bus.close();
+    let stats = held.unsubscribe();
+    assert_eq!(stats.delivered, fill + 1, "{stats:?}");
+}
+
+fn transfer(cents: u64) -> Transfer {
+    Transfer {
+        from: 8,
+        cents: cents as i64,
+    }
+}
+
+fn cents(m: &Transfer) -> u64 {
+    m.cents as u64
+}
+
+fn kept(n: u64) -> Kept {
+    Kept(n as i64)
+}
+
+fn kept_value(m: &Kept) -> u64 {
+    m.0 as u64
+}
+
+fn dispatched_value(m: &Dispatched) -> u64 {
+    m.0
 }
 
 #[test]
 fn a_handler_waiting_for_a_topic_whose_inline_handler_waits_for_it_gets_would_deadlock() {
-    a_cycle_through_an_inline_handlers_publish(
-        |cents| Transfer {
-            from: 8,
-            cents: cents as i64,
-        },
-        |m| m.cents as u64,
-    );
+    a_cycle_through_an_inline_handlers_publish((transfer, cents), (Audit, 2));
 }
 
 #[test]
 fn a_handler_waiting_for_a_log_topic_whose_inline_handler_waits_for_it_gets_would_deadlock() {
-    a_cycle_through_an_inline_handlers_publish(|n| Kept(n as i64), |m| m.0 as u64);
+    a_cycle_through_an_inline_handlers_publish((kept, kept_value), (Audit, 2));
 }
 
 #[test]
 fn a_handler_waiting_for_a_dispatcher_topic_whose_inline_handler_waits_for_it_gets_would_deadlock()
 {
-    a_cycle_through_an_inline_handlers_publish(Dispatched, |m| m.0);
+    a_cycle_through_an_inline_handlers_publish((Dispatched, dispatched_value), (Audit, 2));
+}
+
+/// The inline handler's publish is to a dispatcher topic whose queue is full behind its
+/// dispatcher, which waits at the handler's mailbox.
+#[test]
+fn a_handler_waiting_for_a_topic_whose_inline_handler_waits_for_a_full_queue_gets_would_deadlock() {
+    a_cycle_through_an_inline_handlers_publish((transfer, cents), (Queued, 4));
 }

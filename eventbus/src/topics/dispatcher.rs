@@ -354,6 +354,7 @@ impl<T: Topic> TopicState<T> {
         // Lock order: row 4 (`sender`), nothing else held; channel locks inside; see engine/mod.rs.
         // A publisher outside the bus cannot be part of a cycle: it may wait in longer slices.
         let long = publisher.is_none();
+        let mut nested = None;
         let adding = loop {
             let adding = match slice(wait, long) {
                 None => queue.sender.try_lock(),
@@ -362,10 +363,13 @@ impl<T: Topic> TopicState<T> {
             if let Some(adding) = adding {
                 break adding;
             }
+            // Inside inline handlers: their topics' holder waits for this lock's too.
+            nested.get_or_insert_with(|| deadlock::nested_wait(&queue.adding));
             if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
                 return Err((payload, refused));
             }
         };
+        drop(nested);
         // Decided under the queue's lock, where the drain look looks (see `lifecycle.rs`).
         if !lifecycle.accepts(publisher.is_some()) {
             return Err((payload, Refused::Closed));
@@ -381,6 +385,7 @@ impl<T: Topic> TopicState<T> {
         let mut envelope = Queued::Made(seq, self.name, Envelope::new(payload));
         // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
         queue.pending.fetch_add(1, SeqCst);
+        let mut nested = None;
         let sent = loop {
             envelope = match slice(wait, false) {
                 None => match sender.try_send(envelope) {
@@ -396,10 +401,13 @@ impl<T: Topic> TopicState<T> {
                     }
                 },
             };
+            // Inside inline handlers: their topics' holder waits for the dispatcher too.
+            nested.get_or_insert_with(|| deadlock::nested_wait(&self.waits));
             if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
                 break Err((envelope, refused));
             }
         };
+        drop(nested);
         match sent {
             Ok(()) => {
                 let taken = self.numbering.take();
@@ -427,10 +435,13 @@ impl<T: Topic> TopicState<T> {
         lifecycle: &Lifecycle,
         leads_back: impl Fn() -> bool,
     ) -> Result<u64, (T, Refused)> {
-        // Room that stays: only the holder of `sender` adds (see the module docs).
+        // Room that stays: only the holder of `sender` adds (see the module docs). The room
+        // comes from the dispatcher, whose record the queue's then points at (and, inside
+        // inline handlers, their topics' too).
         while sender.is_full() {
             if let Some(until) = slice(wait, false) {
-                queue.wait_for_room(sender, until);
+                let adding = &queue.adding;
+                adding.waiting_for_holder_of(&self.waits, || queue.wait_for_room(sender, until));
                 if !sender.is_full() {
                     break;
                 }
