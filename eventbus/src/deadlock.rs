@@ -276,17 +276,14 @@ impl TopicWaits {
 
     /// Records that the holder of this record waits for room that only the holder of
     /// `other`'s lock makes (a dispatcher topic's queue, which its dispatcher empties), until
-    /// `f` returns: a walk follows `other`.
-    pub(crate) fn waiting_for_holder_of<R>(
-        &self,
-        other: &Arc<TopicWaits>,
-        f: impl FnOnce() -> R,
-    ) -> R {
-        // Lock order: row 8 (`holder`), here and when cleared, not across `f`; see engine/mod.rs.
+    /// the guard drops: a walk follows `other`.
+    pub(crate) fn following<'a>(&'a self, other: &Arc<TopicWaits>) -> Following<'a> {
+        // Lock order: row 8 (`holder`), here and when cleared, never nested; see engine/mod.rs.
         self.holder.lock().turn = Some(Arc::clone(other));
-        let _clear = Cleared(|| self.holder.lock().turn = None);
-        let _outer = Outer::waiting_for(other);
-        f()
+        Following {
+            record: self,
+            _outer: Outer::waiting_for(other),
+        }
     }
 
     /// The record of [`waiting_on`](Self::waiting_on) and
@@ -345,6 +342,20 @@ thread_local! {
     /// The turns this thread holds across its publishes' waits ([`TopicWaits::held_under`]),
     /// by the address of their records.
     static HELD_HERE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Clears what [`TopicWaits::following`] recorded.
+pub(crate) struct Following<'a> {
+    record: &'a TopicWaits,
+    /// Inside inline handlers: their topics' holder waits for the same.
+    _outer: Option<Outer>,
+}
+
+impl Drop for Following<'_> {
+    fn drop(&mut self) {
+        // Lock order: row 8 (`holder`), never nested; see engine/mod.rs.
+        self.record.holder.lock().turn = None;
+    }
 }
 
 /// Clears what [`TopicWaits::held_under`] recorded. Not `Send`: dropped on the thread that
@@ -514,6 +525,48 @@ fn leads_back(waiter: &WaitNode) -> bool {
 mod tests {
     use super::{turn_leads_back, TopicWaits, WaitNode};
     use std::sync::Arc;
+
+    /// The shape of a wait through a dispatcher topic's queue: thread T runs topic X's inline
+    /// handlers, and one of them waits for the queue's lock (`adding`); its holder waits for
+    /// room, which only the dispatcher makes (the topic's record, D), and the dispatcher
+    /// waits at S's mailbox. S waiting for X's lock waits on itself.
+    #[test]
+    fn a_wait_for_a_queues_lock_inside_inline_handlers_follows_its_holder_to_the_dispatcher() {
+        use super::{nested_wait, running_inline};
+        use std::sync::mpsc;
+
+        let (x, adding, d) = (
+            Arc::new(TopicWaits::default()),
+            Arc::new(TopicWaits::default()),
+            Arc::new(TopicWaits::default()),
+        );
+        let s = WaitNode::new(3);
+        let (recorded, done) = (mpsc::channel(), mpsc::channel::<()>());
+        let t = {
+            let (x, adding) = (Arc::clone(&x), Arc::clone(&adding));
+            std::thread::spawn(move || {
+                let _running = running_inline(&x);
+                let _waiting = nested_wait(&adding);
+                recorded.0.send(()).unwrap();
+                done.1.recv().unwrap();
+            })
+        };
+        recorded.1.recv().unwrap();
+        d.waiting_on(&s, || {
+            assert!(
+                !turn_leads_back(&s, &x),
+                "the queue's holder waits on nothing"
+            );
+            let _following = adding.following(&d);
+            assert!(turn_leads_back(&s, &x), "through the queue's holder to D");
+        });
+        done.0.send(()).unwrap();
+        t.join().unwrap();
+        assert!(
+            x.holder.lock().turn.is_none(),
+            "cleared when the wait ended"
+        );
+    }
 
     /// An observer's turn held across a publish's waits is blocked where that publish is,
     /// as its topic's record says: what a retired observer's worker asks (`mailbox.rs`).

@@ -118,9 +118,11 @@ pub(crate) struct Queue<T> {
     /// Held while one message is numbered, seen by the inline subscribers and added; `None`
     /// once the bus has closed.
     sender: Mutex<Option<Sender<Queued<T>>>>,
-    /// What the holder of `sender` waits on while its inline handlers publish
-    /// (`deadlock::running_inline`). The topic's own record is the dispatcher's, which holds
-    /// the order lock; a publisher waiting for `sender` follows both.
+    /// What the holder of `sender` waits on: the dispatcher, while it waits for room (this
+    /// points at the topic's record, `TopicWaits::following`), or what its inline handlers'
+    /// publishes wait on (`deadlock::running_inline`). The topic's own record is the
+    /// dispatcher's, which holds the order lock. A publisher waiting for `sender` follows
+    /// this one; one waiting for room, the topic's.
     adding: Arc<TopicWaits>,
     /// The dispatcher's end; a forced close takes what is left from it too.
     receiver: Receiver<Queued<T>>,
@@ -175,9 +177,9 @@ impl<T> Queue<T> {
         self.running.load(SeqCst)
     }
 
-    /// Whether `waiter`, waiting for room in the queue or for its lock, waits on itself:
-    /// through the dispatcher (`topic`, the topic's record) or through the inline handlers of
-    /// the publisher holding the queue's lock.
+    /// Whether a task of `waiter`, waiting for room in the queue or for its lock (it cannot
+    /// tell which), waits on itself: through the dispatcher (`topic`, the topic's record) or
+    /// through the holder of the queue's lock (`adding`).
     pub(crate) fn leads_back(&self, waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
         deadlock::turn_leads_back(waiter, topic) || deadlock::turn_leads_back(waiter, &self.adding)
     }
@@ -348,8 +350,16 @@ impl<T: Topic> TopicState<T> {
         if inline::running(self.order_address()) {
             return Err((payload, Refused::WouldDeadlock));
         }
-        let leads_back =
-            || publisher.is_some_and(|publisher| queue.leads_back(&publisher.node, &self.waits));
+        // A wait for the queue's lock follows its holder's record; a wait for room, the
+        // dispatcher's (the topic's).
+        let lock_leads_back = || {
+            publisher
+                .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &queue.adding))
+        };
+        let leads_back = || {
+            publisher
+                .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &self.waits))
+        };
         // The queue's turn: another publisher holds it while it waits for room.
         // Lock order: row 4 (`sender`), nothing else held; channel locks inside; see engine/mod.rs.
         // A publisher outside the bus cannot be part of a cycle: it may wait in longer slices.
@@ -365,7 +375,7 @@ impl<T: Topic> TopicState<T> {
             }
             // Inside inline handlers: their topics' holder waits for this lock's too.
             nested.get_or_insert_with(|| deadlock::nested_wait(&queue.adding));
-            if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
+            if let Some(refused) = stop_waiting(wait, lifecycle, lock_leads_back) {
                 return Err((payload, refused));
             }
         };
@@ -385,7 +395,7 @@ impl<T: Topic> TopicState<T> {
         let mut envelope = Queued::Made(seq, self.name, Envelope::new(payload));
         // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
         queue.pending.fetch_add(1, SeqCst);
-        let mut nested = None;
+        let mut following = None;
         let sent = loop {
             envelope = match slice(wait, false) {
                 None => match sender.try_send(envelope) {
@@ -401,13 +411,14 @@ impl<T: Topic> TopicState<T> {
                     }
                 },
             };
-            // Inside inline handlers: their topics' holder waits for the dispatcher too.
-            nested.get_or_insert_with(|| deadlock::nested_wait(&self.waits));
+            // The queue's record points at the dispatcher's while its holder waits for room
+            // (and, inside inline handlers, their topics' too).
+            following.get_or_insert_with(|| queue.adding.following(&self.waits));
             if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
                 break Err((envelope, refused));
             }
         };
-        drop(nested);
+        drop(following);
         match sent {
             Ok(()) => {
                 let taken = self.numbering.take();
@@ -436,12 +447,13 @@ impl<T: Topic> TopicState<T> {
         leads_back: impl Fn() -> bool,
     ) -> Result<u64, (T, Refused)> {
         // Room that stays: only the holder of `sender` adds (see the module docs). The room
-        // comes from the dispatcher, whose record the queue's then points at (and, inside
-        // inline handlers, their topics' too).
+        // comes from the dispatcher, whose record the queue's points at while this waits
+        // (and, inside inline handlers, their topics' too).
+        let mut following = None;
         while sender.is_full() {
+            following.get_or_insert_with(|| queue.adding.following(&self.waits));
             if let Some(until) = slice(wait, false) {
-                let adding = &queue.adding;
-                adding.waiting_for_holder_of(&self.waits, || queue.wait_for_room(sender, until));
+                queue.wait_for_room(sender, until);
                 if !sender.is_full() {
                     break;
                 }
@@ -450,6 +462,7 @@ impl<T: Topic> TopicState<T> {
                 return Err((payload, refused));
             }
         }
+        drop(following);
         let seq = self.numbering.next();
         let Some(lent) = shared::shared(seq, self.name, Envelope::new(payload), 1)
             .map(Message::new)
