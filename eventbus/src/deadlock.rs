@@ -79,7 +79,9 @@ struct Holder {
     /// While the holder waits for an observer's turn: that turn's waits. The walk follows
     /// them, not the observer's node: the turn comes when its holder is done, whether or not
     /// the observer's worker moves. Or, while one of its inline handlers' publishes waits for
-    /// another topic's order lock (or a turn), that record ([`running_inline`]).
+    /// another topic's order lock (or a turn, or a dispatcher queue's lock or room), that
+    /// record ([`running_inline`]). Or, in a dispatcher queue's record while its lock's holder
+    /// waits for room, the dispatcher's ([`TopicWaits::following`]).
     turn: Option<Arc<TopicWaits>>,
     /// For an observer's turn held across other waits: the waits of the topic whose publisher
     /// holds it, so that a walk through the turn reaches whatever that publisher waits on.
@@ -557,8 +559,14 @@ mod tests {
                 !turn_leads_back(&s, &x),
                 "the queue's holder waits on nothing"
             );
-            let _following = adding.following(&d);
+            let following = adding.following(&d);
             assert!(turn_leads_back(&s, &x), "through the queue's holder to D");
+            drop(following);
+            assert!(
+                adding.holder.lock().turn.is_none(),
+                "cleared when its wait ended"
+            );
+            assert!(!turn_leads_back(&s, &x), "and the walk stops there again");
         });
         done.0.send(()).unwrap();
         t.join().unwrap();

@@ -49,7 +49,8 @@
 //! `sender` a publisher runs the inline handlers (row 4a) and waits on `room_lock` (row 9, a
 //! leaf); the dispatcher takes `room_lock` with nothing else held. The topic's wait-graph
 //! record is the order lock's holder's (the dispatcher's); what the holder of `sender` waits
-//! on inside its inline handlers is in the queue's own (`adding`). `taking` is row 4b: held
+//! on (room, which points it at the dispatcher's, or what its inline handlers' publishes wait
+//! on) is in the queue's own (`adding`). `taking` is row 4b: held
 //! by the dispatcher or a forced close while it takes one message (or, after a stop, all
 //! that is left) and abandons it, with nothing else held; inside, the subscriptions' filters
 //! (user code) and the leaves of row 9 (`last`, the dead-letter store).
@@ -451,8 +452,9 @@ impl<T: Topic> TopicState<T> {
         // (and, inside inline handlers, their topics' too).
         let mut following = None;
         while sender.is_full() {
-            following.get_or_insert_with(|| queue.adding.following(&self.waits));
             if let Some(until) = slice(wait, false) {
+                // Not for a try (`Wait::Never`), which does not wait.
+                following.get_or_insert_with(|| queue.adding.following(&self.waits));
                 queue.wait_for_room(sender, until);
                 if !sender.is_full() {
                     break;
