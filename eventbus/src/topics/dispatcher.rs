@@ -64,7 +64,7 @@ use crossbeam_channel::{Receiver, Select, SendTimeoutError, Sender, TryRecvError
 use parking_lot::{Condvar, Mutex};
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
-use crate::deadlock::{self, TopicWaits, WaitNode, RECHECK};
+use crate::deadlock::{self, TopicWaits, RECHECK};
 use crate::delivery::core::{Spill, SubscriptionCore, NOT_HANDLED};
 use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::observer::Inlet;
@@ -181,7 +181,8 @@ impl<T> Queue<T> {
     /// Whether a task of `waiter`, waiting for room in the queue or for its lock (it cannot
     /// tell which), waits on itself: through the dispatcher (`topic`, the topic's record) or
     /// through the holder of the queue's lock (`adding`).
-    pub(crate) fn leads_back(&self, waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
+    #[cfg(feature = "tokio")]
+    pub(crate) fn leads_back(&self, waiter: &deadlock::WaitNode, topic: &Arc<TopicWaits>) -> bool {
         deadlock::turn_leads_back(waiter, topic) || deadlock::turn_leads_back(waiter, &self.adding)
     }
 
