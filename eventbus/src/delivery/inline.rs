@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::deadlock::{self, TopicWaits};
 use crate::delivery::core::{Retire, SubscriptionCore};
 use crate::error::Rejection;
 use crate::handler::{attempt, Failure};
@@ -140,15 +141,26 @@ impl<T: Send + Sync> Retire for Retirer<T> {
     }
 }
 
+/// The lock a publisher holds while it runs a topic's inline handlers (the topic's order
+/// lock; on a dispatcher topic, its queue's): its address, which [`running`] knows it by,
+/// and the wait-graph record of its holder.
+#[derive(Clone, Copy)]
+pub(crate) struct Under<'a> {
+    pub(crate) order: usize,
+    pub(crate) waits: &'a Arc<TopicWaits>,
+}
+
 /// Runs `inline`'s handlers on `message`, in the order they subscribed, until one refuses it.
-/// Called by the topic's publisher under its order lock (at `order`), once the publish was
-/// accepted and room for it found.
+/// Called by the topic's publisher under the lock `under` names, once the publish was
+/// accepted and room for it found. While they run, what their publishes wait on is recorded
+/// in that lock's record too (`deadlock::running_inline`).
 pub(crate) fn run<T: 'static>(
     inline: &[Arc<Inline<T>>],
     message: &Message<T>,
-    order: usize,
+    under: Under<'_>,
 ) -> Said {
-    let _entered = Entered::topic(order);
+    let _entered = Entered::topic(under.order);
+    let _running = deadlock::running_inline(under.waits);
     for entry in inline {
         let counters = &entry.core.counters;
         if let Some(filter) = &entry.core.options.filter {

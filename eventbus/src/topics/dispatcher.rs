@@ -473,11 +473,11 @@ impl<T: Topic> TopicState<T> {
         else {
             unreachable!("`shared` hands out at least one reference")
         };
-        let said = {
-            let _running = deadlock::running_inline(&queue.adding);
-            inline::run(inline, &lent, self.order_address())
+        let under = inline::Under {
+            order: self.order_address(),
+            waits: &queue.adding,
         };
-        if let Said::Rejected(rejection) = said {
+        if let Said::Rejected(rejection) = inline::run(inline, &lent, under) {
             return match lent.try_into_payload() {
                 Ok(payload) => Err((payload, Refused::Rejected(rejection))),
                 Err(kept) => {

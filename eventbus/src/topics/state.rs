@@ -549,6 +549,14 @@ impl<T: Topic> TopicState<T> {
         Arc::as_ptr(&self.order) as *const () as usize
     }
 
+    /// The order lock, as the inline handlers run under it see it.
+    fn inline_under(&self) -> inline::Under<'_> {
+        inline::Under {
+            order: self.order_address(),
+            waits: &self.waits,
+        }
+    }
+
     /// Numbers `payload`, runs the inline handlers on it, and if none refuses it hands it to
     /// every mailbox and observer (those `entered` already have room for it); its seq. Called
     /// under the order lock, once the bus accepted it and room for it was found.
@@ -574,11 +582,7 @@ impl<T: Topic> TopicState<T> {
         let Some(lent) = references.next() else {
             unreachable!("`shared` hands out at least one reference")
         };
-        let said = {
-            let _running = deadlock::running_inline(&self.waits);
-            inline::run(inline, &lent, self.order_address())
-        };
-        if let Said::Rejected(rejection) = said {
+        if let Said::Rejected(rejection) = inline::run(inline, &lent, self.inline_under()) {
             drop(references);
             return match lent.try_into_payload() {
                 Ok(payload) => Err((payload, Refused::Rejected(rejection))),
@@ -619,12 +623,8 @@ impl<T: Topic> TopicState<T> {
     ) -> Result<u64, (T, Refused)> {
         let seq = self.numbering.next();
         let share = !observers.is_empty();
-        let inline = inline.map(|inline| (inline, self.order_address()));
-        // The append's own waits are recorded in this record anyway; its inline handlers'
-        // are not.
-        let running = inline.map(|_| deadlock::running_inline(&self.waits));
+        let inline = inline.map(|inline| (inline, self.inline_under()));
         let appended = self.append(log, pool, payload, how, share, inline)?;
-        drop(running);
         if let Some(message) = appended {
             let stop = how.lifecycle.stop_signal();
             self.to_observers(observers, entered, message, how.publisher, stop);
@@ -760,7 +760,7 @@ impl<T: Topic> TopicState<T> {
         payload: T,
         how: Publishing<'_>,
         share: bool,
-        inline: Option<(&[Arc<Inline<T>>], usize)>,
+        inline: Option<(&[Arc<Inline<T>>], inline::Under<'_>)>,
     ) -> Result<Option<Message<T>>, (T, Refused)> {
         let Publishing {
             wait,

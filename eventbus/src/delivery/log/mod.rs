@@ -514,7 +514,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         payload: T,
         wait: RoomWait<'_>,
         share: bool,
-        inline: Option<(&[Arc<Inline<T>>], usize)>,
+        inline: Option<(&[Arc<Inline<T>>], inline::Under<'_>)>,
     ) -> Result<Option<Message<T>>, (T, NoRoom)> {
         let payload = match inline.is_none() && !share {
             true => match self.append_fast(seq, payload) {
@@ -547,7 +547,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         // value moves into its cell unless a handler kept a reference (see `log_block.rs`).
         let (value, kept) = match inline {
             None => (Some(Envelope::new(payload)), None),
-            Some((inline, at)) => {
+            Some((inline, under)) => {
                 let message = match pool
                     .shared(seq, self.topic, Envelope::new(payload), 1)
                     .next()
@@ -555,7 +555,8 @@ impl<T: Send + Sync + 'static> Log<T> {
                     Some(reference) => Message::new(reference),
                     None => unreachable!("`shared` hands out at least one reference"),
                 };
-                let said = MutexGuard::unlocked(ring.mutex(), || inline::run(inline, &message, at));
+                let said =
+                    MutexGuard::unlocked(ring.mutex(), || inline::run(inline, &message, under));
                 if let Said::Rejected(rejection) = said {
                     drop(ring);
                     return match message.try_into_payload() {
