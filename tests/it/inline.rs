@@ -13,7 +13,7 @@ use eventbus::{
     SubscribeError, Topic, TryPublishError,
 };
 
-use crate::support::Seen;
+use crate::support::{until, Latch, Seen, Signal};
 
 #[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
 #[topic(name = "inline.transfer")]
@@ -369,6 +369,51 @@ fn on_a_log_topic_a_refused_message_is_not_kept_and_uses_no_seq() {
     assert_eq!(replay.get(), [(0, 1), (1, 2), (2, 3)]);
 }
 
+/// A lending worker reads a log's messages in their cells, a run at a time. A message an
+/// inline subscriber kept a reference to is kept beside the log (out of line): a run stops
+/// before it, and it is taken from where it is kept. Every message reaches the worker once,
+/// in order, with its own value; none is read from a cell that holds no value.
+#[test]
+fn a_lending_worker_reads_around_messages_an_inline_subscriber_kept() {
+    let bus = Bus::builder().build();
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let k = Arc::clone(&kept);
+    let _inline = bus.subscribe_inline::<Kept>(Options::default(), move |m: &Message<Kept>| {
+        if m.0 % 3 == 2 {
+            k.lock().unwrap().push(m.clone());
+        }
+        Ok::<(), String>(())
+    });
+    let (started, go, seen) = (Signal::new(), Latch::new(), Seen::new());
+    let (st, g, s) = (started.clone(), go.clone(), seen.clone());
+    let _reader = bus.subscribe::<Kept>(
+        Options::default().capacity(64).overflow(Overflow::Block),
+        move |m: &Message<Kept>| {
+            if m.seq() == 0 {
+                st.send(0);
+                g.wait();
+            }
+            s.push((m.seq(), m.0));
+        },
+    );
+    bus.publish(Kept(0)).unwrap();
+    // The worker holds seq 0 while the rest are appended: its next run starts at seq 1, in
+    // its cell, and seq 2 is out of line.
+    started.next();
+    for value in 1..40 {
+        bus.publish(Kept(value)).unwrap();
+    }
+    go.open();
+    until("the worker has read all 40", || seen.get().len() == 40);
+    let expected: Vec<(u64, i64)> = (0..40).map(|v| (v as u64, v)).collect();
+    assert_eq!(seen.get(), expected);
+    assert_eq!(
+        kept.lock().unwrap().len(),
+        13,
+        "seqs 2, 5, .., 38 kept out of line"
+    );
+}
+
 #[test]
 fn a_close_from_an_inline_handler_does_not_wait_for_its_own_publish() {
     let bus = Bus::builder().build();
@@ -531,7 +576,6 @@ fn a_cycle_through_an_inline_handlers_publish<T: Topic + Clone + PartialEq, N: T
     (make, value): Made<T>,
     (nested, fill): (fn(u64) -> N, u64),
 ) {
-    use crate::support::{Latch, Signal};
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
     let bus = Bus::builder().build();

@@ -43,8 +43,8 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{
-    fence, AtomicUsize,
-    Ordering::{Acquire, Release},
+    fence, AtomicU32, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
 };
 
 use crate::message::shared::{cells_at, Cell, Header, Kind, Shared};
@@ -68,17 +68,29 @@ struct Meta {
     /// When the block was made, on the log's clock (nanoseconds, see the module docs): its
     /// cells' stamps count milliseconds from here.
     epoch: u64,
-    /// The stamp of the last append, and when it goes stale (its millisecond's end, or its
-    /// second's past about 12 days): appends before then take it as it is, without working
-    /// it out (see `stamp_for`).
-    stamp: u32,
+    /// When `stamp` goes stale (its millisecond's end, or its second's past about 12 days):
+    /// appends before then take it as it is, without working it out (see `stamp_for`).
     stale_at: u64,
+    /// The stamp of the last append. (The fields are in this order so that the `u32`s pack:
+    /// 32 bytes a block.)
+    stamp: u32,
     /// Cells `0..written` were appended (with a value, or out of line). Written by the log,
     /// under its ring lock; read by the block's last release, after the count's fence.
     written: u32,
     /// Cells `0..dropped` no longer hold a value (taken out by a trim). As `written`.
     dropped: u32,
+    /// The first cell appended out of line, [`IN_LINE`] while there is none. Written once,
+    /// by the append that marks it, before the log publishes that cell (its tail, with
+    /// release); read by a reader lending in place, which may meet appends past its view of
+    /// the tail: so atomic, though relaxed is enough (see `all_in_line`).
+    first_out_of_line: AtomicU32,
 }
+
+/// `Meta::first_out_of_line` while every cell appended so far is in line.
+const IN_LINE: u32 = u32::MAX;
+
+// A block's meta costs its messages a quarter of a byte each at most (64 cells).
+const _: () = assert!(size_of::<Meta>() == 32);
 
 /// The layout of a block of `cells` cells, and where its [`Meta`] is.
 fn layout<V>(cells: u32) -> (Layout, usize) {
@@ -146,6 +158,7 @@ impl<V> LogBlock<V> {
                 stale_at: epoch,
                 written: 0,
                 dropped: 0,
+                first_out_of_line: AtomicU32::new(IN_LINE),
             });
         }
         LogBlock {
@@ -234,6 +247,10 @@ impl<V> LogBlock<V> {
         unsafe {
             (*cell).stamp = self.stamp_for(at) | OUT_OF_LINE;
             (*self.meta()).written = index + 1;
+            let first = &(*self.meta()).first_out_of_line;
+            if first.load(Relaxed) == IN_LINE {
+                first.store(index, Relaxed);
+            }
         }
     }
 
@@ -308,6 +325,29 @@ impl<V> LogBlock<V> {
     pub(crate) unsafe fn is_out_of_line(&self, index: u32) -> bool {
         // SAFETY: the caller's promise.
         unsafe { (*self.cell(index)).stamp & OUT_OF_LINE != 0 }
+    }
+
+    /// Whether cells `0..to` are all in line, known without looking at each: no cell of the
+    /// block was appended out of line, or the first was at `to` or past it. `false` says
+    /// only that the caller must look cell by cell ([`is_out_of_line`]).
+    ///
+    /// A reader lending in place asks this once a run of cells, where it looked at every
+    /// cell's stamp (BENCHMARKS.md, "A lending worker's copy").
+    ///
+    /// # Safety
+    ///
+    /// As [`appended_at`](Self::appended_at), for every cell of `0..to`. That view
+    /// publishes the mark of any of those cells appended out of line, written before the
+    /// cell was published: the first is never written again, so what is read is at or
+    /// before any such cell, and a mark of a cell past the view (an append after it) is past
+    /// `to`.
+    ///
+    /// [`is_out_of_line`]: Self::is_out_of_line
+    #[inline(always)]
+    pub(crate) unsafe fn all_in_line(&self, to: u32) -> bool {
+        // SAFETY: inside the block, as `meta` says; the field is atomic, and no `&mut` to the
+        // meta is ever made (its other fields are written through the pointer).
+        unsafe { (*self.meta()).first_out_of_line.load(Relaxed) >= to }
     }
 
     /// A handle on cell `index`'s message that is not counted (an alias): never

@@ -36,7 +36,7 @@
 //! of a log delivery's cost (BENCHMARKS.md). While the subscription is *protected* (open, and
 //! among the ring's cursors) this is sound: a publish of seq `s` waits while `s - position >=
 //! capacity`, and `capacity <= retain`, so no trim reaches the worker's position, and the
-//! age trim stops at it too. The worker makes handles on a run of messages (up to `BATCH`,
+//! age trim stops at it too. The worker makes handles on a run of messages (up to `LEND_RUN`,
 //! all appended already) at once (uncounted: `Message::uncounted`, pointing at their cells)
 //! and lends them one by one. Once it has read everything, it pauses before it looks at the
 //! log again (`reader.rs`, `CAUGHT_UP_PAUSE`): its looks read the lines each append writes,
@@ -174,8 +174,14 @@ const RECHECK: Duration = Duration::from_millis(5);
 /// core going idle pulls such a worker over (BENCHMARKS.md, "A worker's loop, trimmed").
 const FIRST_RECHECK: Duration = Duration::from_micros(200);
 
-/// The most references a `Block` worker takes out of the ring at once.
+/// The most references a `Block` worker takes out of the ring at once, under its lock.
 const BATCH: usize = 64;
+
+/// The most handles a lending worker makes at once (see Lending): a run's own work is about
+/// 200 instructions, and runs of 64 cost a delivery 3 of them at 16 subscribers; with no
+/// lock held and no count taken, a longer run costs only its handles' room, 8 bytes each
+/// (BENCHMARKS.md, "A lending worker's copy").
+const LEND_RUN: u64 = 256;
 
 /// Why an append did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -365,7 +365,7 @@ impl<T: Send + Sync + 'static> Reader<T> {
                 }
                 continue;
             }
-            let to = self.visible.min(read + self.batch_size as u64);
+            let to = self.visible.min(read + LEND_RUN);
             if !self.copy_block(read, to) {
                 // Unprotected, or lapped before it started (a trimmed `Seq` start): taken
                 // under the ring lock, where the lap is counted.
@@ -410,11 +410,16 @@ impl<T: Send + Sync + 'static> Reader<T> {
             let run = first..first + (end - seq) as u32;
             // The run's cells up to the first out of line, counted first: the copy below is
             // then over a range, one length store for the run, where a push per cell cost a
-            // delivery about 6 instructions.
-            let in_line = run
-                .clone()
-                .take_while(|&index| !unsafe { block.is_out_of_line(index) })
-                .count() as u32;
+            // delivery about 6 instructions. Known at once for a block with none there (one
+            // whose topic has no inline subscriber, say), where a look at each cell's stamp
+            // cost a delivery 6 more.
+            let in_line = match unsafe { block.all_in_line(run.end) } {
+                true => run.len() as u32,
+                false => run
+                    .clone()
+                    .take_while(|&index| !unsafe { block.is_out_of_line(index) })
+                    .count() as u32,
+            };
             // SAFETY: the block keeps the messages while protected (no trim passes the
             // position, and a copy is not used after that: `lent_next` has passed it), and
             // `held` keeps them after an `unprotect`, which reads `lent..lent_to` (all of
