@@ -64,14 +64,17 @@ fn serve<T: Send + Sync + 'static>(
     // the bus is open, `is_stopped` and `is_open` are one load each: two a delivery, since
     // the stop is asked before the next take only once the bus is not open.
     let mut go_on = !lifecycle.is_stopped();
-    while let Some(message) = go_on.then(|| inbox.next_lent()).flatten() {
-        took(&core);
-        if lifecycle.is_stopped() {
-            closed_out(&core, &context, message.into_owned());
-            break;
-        }
-        deliver(&core, &context, &mut handler, message);
-        if !lifecycle.is_open() {
+    while go_on {
+        // A message lent from the run in hand first, apart: its delivery then knows it is
+        // lent, and asks nothing of its kind (see `Take::next_in_run`).
+        go_on = match inbox.next_in_run() {
+            Some(message) => deliver_taken(&core, &context, &mut handler, Taken::Lent(message)),
+            None => match inbox.next_lent() {
+                Some(message) => deliver_taken(&core, &context, &mut handler, message),
+                None => break,
+            },
+        };
+        if go_on && !lifecycle.is_open() {
             go_on = !lifecycle.is_stopped();
             // A closing bus is drained only once every mailbox has run dry: this may be the
             // last one (see `lifecycle.rs`).
@@ -85,6 +88,24 @@ fn serve<T: Send + Sync + 'static>(
     }
     drop_quietly(handler);
     drop(inbox);
+}
+
+/// Counts `message` taken and delivers it, unless the bus was stopped: then keeps it as a
+/// dead letter. Whether the loop goes on.
+#[inline(always)]
+fn deliver_taken<T: Send + Sync + 'static>(
+    core: &SubscriptionCore,
+    context: &Context,
+    handler: &mut impl Run<T>,
+    message: Taken<'_, T>,
+) -> bool {
+    took(core);
+    if context.lifecycle.is_stopped() {
+        closed_out(core, context, message.into_owned());
+        return false;
+    }
+    deliver(core, context, handler, message);
+    true
 }
 
 /// Forgets which subscription this thread worked for.

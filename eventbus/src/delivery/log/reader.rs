@@ -303,21 +303,45 @@ impl<T: Send + Sync + 'static> Reader<T> {
     /// worker's delivery").
     #[inline(always)]
     pub(crate) fn next_lent(&mut self) -> Option<Taken<'_, T>> {
-        let at = self.lent_next;
-        if let Some(before) = self.in_hand {
-            if at < self.lend_to {
-                // The message in hand is the one before, lent from this block: a block is
-                // copied only once the last is let go of, with nothing in hand
-                // (`next_lent_rest`), and an owned take leaves `lent` empty.
-                debug_assert_eq!(before + 1, self.lent_from + at as u64);
-                // What `finish_in_hand` and `next_lent_rest`'s loop do for the block in hand.
-                self.advance_lent(before + 1);
-                self.lent_next = at + 1;
-                self.in_hand = Some(before + 1);
-                return Some(Taken::Lent(&self.lent[at]));
-            }
+        if self.in_run() {
+            return Some(Taken::Lent(self.step_in_run()));
         }
         self.next_lent_rest()
+    }
+
+    /// [`next_lent`](Self::next_lent)'s common case alone: the next message of the block in
+    /// hand, if the subscription takes it with no question asked; `None` for anything else
+    /// (then ask `next_lent`).
+    #[inline(always)]
+    pub(crate) fn next_in_run(&mut self) -> Option<&Message<T>> {
+        match self.in_run() {
+            true => Some(self.step_in_run()),
+            false => None,
+        }
+    }
+
+    /// Whether `next_lent`'s common case holds: the message in hand is the one before, lent
+    /// from this block (a block is copied only once the last is let go of, with nothing in
+    /// hand: `next_lent_rest`; an owned take leaves `lent` empty), the block has another,
+    /// and the subscription takes every message.
+    #[inline(always)]
+    fn in_run(&self) -> bool {
+        self.in_hand.is_some() && self.lent_next < self.lend_to
+    }
+
+    /// Finishes the message in hand and lends the next of the block: what `finish_in_hand`
+    /// and `next_lent_rest`'s loop do for the block in hand. Only where [`in_run`] holds.
+    ///
+    /// [`in_run`]: Self::in_run
+    #[inline(always)]
+    fn step_in_run(&mut self) -> &Message<T> {
+        let at = self.lent_next;
+        let seq = self.lent_from + at as u64;
+        debug_assert_eq!(self.in_hand, Some(seq - 1));
+        self.advance_lent(seq);
+        self.lent_next = at + 1;
+        self.in_hand = Some(seq);
+        &self.lent[at]
     }
 
     /// [`next_lent`](Self::next_lent) but for its common case.
