@@ -27,6 +27,19 @@ struct Small(u64);
 #[topic(name = "dispatch.one", dispatcher, queue = 1)]
 struct One(u64);
 
+/// Three topics whose dispatchers its handlers' publishes wait on, in a ring.
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.first", dispatcher, queue = 1)]
+struct First(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.second", dispatcher, queue = 1)]
+struct Second(u64);
+
+#[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
+#[topic(name = "dispatch.third", dispatcher, queue = 1)]
+struct Third(u64);
+
 #[derive(Topic, Debug, Clone, Copy, PartialEq, Eq)]
 #[topic(name = "dispatch.plain")]
 struct Plain(u64);
@@ -357,6 +370,147 @@ fn a_handler_whose_publish_would_wait_on_itself_is_refused() {
         Ok(Err("would deadlock"))
     );
     bus.wait_idle();
+}
+
+/// How many times the rings below are built.
+const ROUNDS: usize = 5;
+
+/// A handler's link in a ring: the value of a message it handles, and the message it
+/// publishes to the next.
+type Link<T, N> = (fn(&T) -> u64, fn(u64) -> N);
+
+/// One handler of a ring of handlers waiting on each other's dispatcher queues: a `Block`
+/// subscriber of capacity 1 to `T` whose handler, on its first message, signals on
+/// `started` and waits for `go`, then publishes `next(100)` with a deadline far off (so that
+/// a missed cycle ends in `Timeout`, not in a test that never ends) and sends on `outcome`
+/// what came of it. The values of the messages it handled in `seen`.
+fn in_a_ring<T: Topic, N: Topic>(
+    bus: &Bus,
+    (value, next): Link<T, N>,
+    (started, go): (&Signal, &Latch),
+    (outcome, seen): (&crossbeam_channel::Sender<String>, &Seen<u64>),
+) -> eventbus::Subscription {
+    let (started, go, outcome, seen) = (started.clone(), go.clone(), outcome.clone(), seen.clone());
+    let (back, first) = (bus.clone(), std::sync::atomic::AtomicBool::new(true));
+    let options = Options::default().capacity(1).overflow(Overflow::Block);
+    bus.subscribe::<T>(options, move |m: &Message<T>| {
+        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            started.send(m.seq());
+            go.wait();
+            let timed = back.publish_timeout(next(100), crate::support::PATIENCE);
+            let said = match timed {
+                Ok(_) => "went through",
+                Err(PublishTimeoutError::WouldDeadlock(_)) => "would deadlock",
+                Err(PublishTimeoutError::Timeout(_)) => "timed out",
+                Err(_) => "something else",
+            };
+            outcome.send(said.to_owned()).unwrap();
+        }
+        seen.push(value(m.payload()));
+    })
+}
+
+/// Once every handler of the ring has sent what came of its publish: one was refused and the
+/// rest went through, and once the bus is idle each subscriber has handled 0 to 3 and, unless
+/// the publish to it was the refused one, 100 after them.
+fn one_refused_and_the_rest_delivered(
+    bus: &Bus,
+    outcomes: &crossbeam_channel::Receiver<String>,
+    seen: &[&Seen<u64>],
+) {
+    let mut said: Vec<String> = seen.iter().map(|_| outcomes.recv().unwrap()).collect();
+    said.sort();
+    let mut expected = vec!["went through"; seen.len() - 1];
+    expected.push("would deadlock");
+    assert_eq!(said, expected);
+    bus.wait_idle();
+    let seen: Vec<Vec<u64>> = seen.iter().map(|seen| seen.get()).collect();
+    let reached = seen.iter().filter(|seen| seen.contains(&100)).count();
+    assert_eq!(reached, seen.len() - 1, "{seen:?}");
+    for one in &seen {
+        let sent: Vec<u64> = (0..4).chain(one.contains(&100).then_some(100)).collect();
+        assert_eq!(one, &sent, "{seen:?}");
+    }
+}
+
+/// Two handlers, each waiting on the other's dispatcher queue: `on_first`'s publish of
+/// `Second(100)` waits for room in Second's full queue, behind Second's dispatcher waiting at
+/// `on_second`'s full mailbox; `on_second`'s publish of `First(100)` waits for room in
+/// First's, behind First's dispatcher waiting at `on_first`'s. Each walk passes through the
+/// other handler's node, so that node must say what it waits on for the whole wait: before,
+/// it did only while its own walk ran, and the cycle was found only when two walks
+/// overlapped (both were refused then, or neither, each waiting out its deadline). One is
+/// refused; the other then goes through. Over [`ROUNDS`] fresh buses: before, a round whose
+/// walks happened to overlap just so could still end as this one asks.
+#[test]
+fn two_handlers_waiting_on_each_others_dispatcher_queues_one_gets_would_deadlock() {
+    for _ in 0..ROUNDS {
+        let bus = Bus::builder().build();
+        let (first, second, go) = (Signal::new(), Signal::new(), Latch::new());
+        let (outcome, outcomes) = crossbeam_channel::unbounded();
+        let (first_seen, second_seen) = (Seen::new(), Seen::new());
+        let _on_first = in_a_ring(
+            &bus,
+            (|m: &First| m.0, Second),
+            (&first, &go),
+            (&outcome, &first_seen),
+        );
+        let _on_second = in_a_ring(
+            &bus,
+            (|m: &Second| m.0, First),
+            (&second, &go),
+            (&outcome, &second_seen),
+        );
+        // Each dispatcher waits at its subscriber's full mailbox, and 3 fills its queue.
+        hold_the_dispatcher(&bus, &first, First);
+        bus.publish(First(3)).unwrap();
+        hold_the_dispatcher(&bus, &second, Second);
+        bus.publish(Second(3)).unwrap();
+        assert_eq!(depth(&bus, "dispatch.first"), Some(1));
+        assert_eq!(depth(&bus, "dispatch.second"), Some(1));
+        go.open();
+        one_refused_and_the_rest_delivered(&bus, &outcomes, &[&first_seen, &second_seen]);
+    }
+}
+
+/// The same with three handlers in a ring, First → Second → Third → First: a walk passes
+/// through two other handlers' nodes, and before, only walks overlapping just so found it.
+#[test]
+fn three_handlers_waiting_on_each_others_dispatcher_queues_in_a_ring_one_gets_would_deadlock() {
+    for _ in 0..ROUNDS {
+        let bus = Bus::builder().build();
+        let (first, second, third, go) =
+            (Signal::new(), Signal::new(), Signal::new(), Latch::new());
+        let (outcome, outcomes) = crossbeam_channel::unbounded();
+        let (first_seen, second_seen, third_seen) = (Seen::new(), Seen::new(), Seen::new());
+        let _on_first = in_a_ring(
+            &bus,
+            (|m: &First| m.0, Second),
+            (&first, &go),
+            (&outcome, &first_seen),
+        );
+        let _on_second = in_a_ring(
+            &bus,
+            (|m: &Second| m.0, Third),
+            (&second, &go),
+            (&outcome, &second_seen),
+        );
+        let _on_third = in_a_ring(
+            &bus,
+            (|m: &Third| m.0, First),
+            (&third, &go),
+            (&outcome, &third_seen),
+        );
+        hold_the_dispatcher(&bus, &first, First);
+        bus.publish(First(3)).unwrap();
+        hold_the_dispatcher(&bus, &second, Second);
+        bus.publish(Second(3)).unwrap();
+        hold_the_dispatcher(&bus, &third, Third);
+        bus.publish(Third(3)).unwrap();
+        go.open();
+        let seen = [&first_seen, &second_seen, &third_seen];
+        one_refused_and_the_rest_delivered(&bus, &outcomes, &seen);
+    }
 }
 
 #[test]
