@@ -26,14 +26,22 @@
 //! (each under its own lock, one at a time, never nested). Of two handlers closing a cycle at
 //! once, the one whose walk takes the other's lock second sees the other's record, so at
 //! least one finds it before it has numbered or handed out anything. A handler waiting for an
-//! order lock or for a worker to finish follows the records again every [`RECHECK`], so a
-//! cycle that forms through a lock holder (say a publisher outside the bus, blocked on a
-//! mailbox) is found within one interval. Only handlers are refused: a cycle always passes
-//! through one (a thread outside the bus holds no mailbox).
+//! order lock, a dispatcher queue (its lock or room) or a worker to finish keeps its record
+//! for the whole wait and follows the records again every [`RECHECK`], so a cycle that forms
+//! through a lock holder (say a publisher outside the bus, blocked on a mailbox) or through
+//! another such waiter is found within one interval. Only handlers are refused: a cycle
+//! always passes through one (a thread outside the bus holds no mailbox).
+//!
+//! One of the waiters that find the same cycle at once is refused, not all: each makes sure
+//! under one lock ([`REFUSING`]), walking again and, if the cycle is still there, clearing its
+//! own record before it lets go, so the next finds the cycle broken at that node and waits on
+//! while the refused one moves. (A walk that reaches the refused one's wait through a topic's
+//! record instead, one its thread keeps while it runs that topic's inline handlers, still
+//! finds it until the wait unwinds.)
 //!
 //! This module is a leaf: it knows nodes by id, not subscriptions.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -179,14 +187,64 @@ fn wait_for_order<'a, S>(
 
 /// Whether `waiter` waiting for a topic's turn (the order lock's holder blocked on a
 /// mailbox) leads back to it. For a task, which waits for the turn without taking the lock
-/// and asks again each time it wakes, and for a publisher waiting for room in a dispatcher's
-/// queue (the dispatcher holds the order lock while it waits at a mailbox).
+/// and asks again each time it wakes: its record lasts for the look only.
+#[cfg(any(feature = "tokio", test))]
 pub(crate) fn turn_leads_back(waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
     // Lock order: row 8 (`waits`), here and after the walk, never nested; see engine/mod.rs.
     waiter.waits.lock().topic = Some(Arc::clone(topic));
     let found = leads_back(waiter);
     waiter.waits.lock().topic = None;
     found
+}
+
+/// A wait of a handler's worker (`waiter`, `None` for a publisher outside the bus) on
+/// whatever the holder of `topic`'s record waits on: a dispatcher topic's queue, for its lock
+/// (the queue's record) or for room (the dispatcher's, the topic's). Recorded at its first
+/// look ([`leads_back`](WaitingOn::leads_back)), so that a wait that never looks (a try, or
+/// one that ends within its first slice) writes nothing, and kept until the guard drops, as a
+/// wait for an order lock's is ([`wait_for_order`]): another handler's walk that reaches
+/// `waiter` goes on from there whenever it looks, not only while `waiter`'s own walk runs.
+pub(crate) fn waiting_on<'a>(
+    waiter: Option<&'a WaitNode>,
+    topic: &'a Arc<TopicWaits>,
+) -> WaitingOn<'a> {
+    WaitingOn {
+        waiter,
+        topic,
+        recorded: Cell::new(false),
+    }
+}
+
+/// The record of [`waiting_on`], cleared when dropped (also on unwind). Dropped by the
+/// waiter's thread before it runs anything that could wait again (inline handlers), whose
+/// waits write the same record.
+pub(crate) struct WaitingOn<'a> {
+    waiter: Option<&'a WaitNode>,
+    topic: &'a Arc<TopicWaits>,
+    recorded: Cell<bool>,
+}
+
+impl WaitingOn<'_> {
+    /// Whether the wait now leads back to its waiter; records it first, at the first look.
+    pub(crate) fn leads_back(&self) -> bool {
+        let Some(waiter) = self.waiter else {
+            return false;
+        };
+        if !self.recorded.replace(true) {
+            // Lock order: row 8 (`waits`), let go before the walk; see engine/mod.rs.
+            waiter.waits.lock().topic = Some(Arc::clone(self.topic));
+        }
+        leads_back(waiter)
+    }
+}
+
+impl Drop for WaitingOn<'_> {
+    fn drop(&mut self) {
+        if let (Some(waiter), true) = (self.waiter, self.recorded.get()) {
+            // Lock order: row 8 (`waits`), never nested; see engine/mod.rs.
+            waiter.waits.lock().topic = None;
+        }
+    }
 }
 
 /// Records that `waiter`'s worker is about to wait on the workers of `on` (full mailboxes,
@@ -485,8 +543,31 @@ impl<F: FnMut()> Drop for Cleared<F> {
     }
 }
 
-/// Whether following the records from what `waiter` waits on leads back to it.
+/// Held by a waiter whose walk found a cycle while it walks again and, if it finds it still,
+/// clears its own record: the others on the cycle, waiting here, then find it broken at its
+/// node and wait on (it is refused, and moves).
+static REFUSING: Mutex<()> = Mutex::new(());
+
+/// Whether following the records from what `waiter` waits on leads back to it; if so, its
+/// record is cleared (see [`REFUSING`]): the caller refuses the wait.
 fn leads_back(waiter: &WaitNode) -> bool {
+    if !walk(waiter) {
+        return false;
+    }
+    // Lock order: row 7a (`REFUSING`), row 8 inside, one record at a time; see engine/mod.rs.
+    let _refusing = REFUSING.lock();
+    if !walk(waiter) {
+        return false;
+    }
+    // Lock order: row 8 (`waits`), under 7a, never nested; see engine/mod.rs.
+    let mut waits = waiter.waits.lock();
+    waits.on.clear();
+    waits.topic = None;
+    true
+}
+
+/// Whether following the records from what `waiter` waits on leads back to it.
+fn walk(waiter: &WaitNode) -> bool {
     let mut nodes: Vec<Arc<WaitNode>> = Vec::new();
     let mut topics: Vec<Arc<TopicWaits>> = Vec::new();
     let mut seen_nodes = HashSet::new();
@@ -574,6 +655,37 @@ mod tests {
             x.holder.lock().turn.is_none(),
             "cleared when the wait ended"
         );
+    }
+
+    /// Two handlers each waiting on a dispatcher queue whose dispatcher waits at the other's
+    /// mailbox: each record lasts for the whole wait, so either walk finds the cycle; the one
+    /// refused clears its record, so the other's next walk finds it broken and waits on.
+    #[test]
+    fn of_two_waits_closing_a_cycle_one_is_refused_and_the_other_waits_on() {
+        use super::waiting_on;
+
+        let (d1, d2) = (
+            Arc::new(TopicWaits::default()),
+            Arc::new(TopicWaits::default()),
+        );
+        let (w1, w2) = (WaitNode::new(1), WaitNode::new(2));
+        d1.waiting_on(&w2, || {
+            d2.waiting_on(&w1, || {
+                let one = waiting_on(Some(&w1), &d1);
+                let two = waiting_on(Some(&w2), &d2);
+                assert!(!one.leads_back(), "W2 has not recorded its wait yet");
+                assert!(two.leads_back(), "W1's record is still there");
+                assert!(w2.waits.lock().topic.is_none(), "refused: cleared");
+                assert!(!one.leads_back(), "broken at W2");
+                drop(two);
+                assert!(w1.waits.lock().topic.is_some(), "W1 waits on");
+                drop(one);
+                assert!(
+                    w1.waits.lock().topic.is_none(),
+                    "cleared when its wait ended"
+                );
+            });
+        });
     }
 
     /// An observer's turn held across a publish's waits is blocked where that publish is,

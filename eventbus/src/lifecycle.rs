@@ -387,7 +387,7 @@ impl Lifecycle {
         mut done: impl FnMut() -> bool,
     ) -> bool {
         // Lock order: row 7 (`changed_lock`); `done` runs under it, and an unsubscribe's
-        // `done` takes row 8 (`engine/close.rs`); see engine/mod.rs.
+        // `done` takes rows 7a and 8 (`engine/close.rs`); see engine/mod.rs.
         let mut guard = self.changed_lock.lock();
         loop {
             if done() {

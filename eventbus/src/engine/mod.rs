@@ -14,14 +14,15 @@
 //! | 1 | `Engine::observers` | `engine` | a topic is made with its observers; an observer joins or leaves | 3, 6 (a log topic's leave), 9 (a generic topic's name) |
 //! | 2 | `Engine::subscriptions` | `engine` | the list is read or edited | — |
 //! | 3 | a topic's `edit` | `topics/state.rs` | its subscriber or observer list is swapped | — |
-//! | 4 | a topic's order lock | `topics/state.rs` | one message is numbered and handed out, or its publisher waits for room (through `deadlock::lock_order`) | 4a, 5, 6, 8, channel locks |
-//! | 4 | a dispatcher topic's queue lock (`sender`), beside its order lock, never held with it | `topics/dispatcher.rs` | one message is numbered, seen by the topic's inline subscribers and added to the queue, or its publisher waits for room there | 4a, 8, 9 (its `room_lock`), channel locks |
+//! | 4 | a topic's order lock | `topics/state.rs` | one message is numbered and handed out, or its publisher waits for room (through `deadlock::lock_order`) | 4a, 5, 6, 7a, 8, channel locks |
+//! | 4 | a dispatcher topic's queue lock (`sender`), beside its order lock, never held with it | `topics/dispatcher.rs` | one message is numbered, seen by the topic's inline subscribers and added to the queue, or its publisher waits for room there | 4a, 7a, 8, 9 (its `room_lock`), channel locks |
 //! | 4a | an inline subscriber's handler | `delivery/inline.rs` | its handler runs, inside a publish | any: user code, which may publish to other topics (a publish to a topic whose handlers the thread runs is refused, never waited for) |
 //! | 4b | a dispatcher queue's `taking` | `topics/dispatcher.rs` | its dispatcher takes its next message (and, after a stop, abandons it), or a forced close takes and abandons what is left; nothing else held when taken | 9 (`last`, the dead-letter store), user code (the subscriptions' filters) |
-//! | 5 | an observer's turn | `delivery/observer.rs` | a publisher holding 4 hands out to it (turns in the order the observers were added); an all-or-nothing or a handler's publish takes them first and holds them through the rest of it (its other turns, its waits for room, its append, its inline handlers) | 4a, 5 (a later turn), 6, 8, channel locks |
+//! | 5 | an observer's turn | `delivery/observer.rs` | a publisher holding 4 hands out to it (turns in the order the observers were added); an all-or-nothing or a handler's publish takes them first and holds them through the rest of it (its other turns, its waits for room, its append, its inline handlers) | 4a, 5 (a later turn), 6, 7a, 8, channel locks |
 //! | 5a | a keyless log group's shared reader | `delivery/log/shared.rs` | one of its workers takes its next message (never while waiting), or asks whether any is left | 6, 7 (a drain look, after its filter skipped messages) |
-//! | 6 | a log's ring | `delivery/log/` | an append (under 4), a reader's move, a join, a leave | 8 |
-//! | 7 | the lifecycle's `looking` or `changed_lock`, then `running` | `lifecycle.rs` | a drain look (order locks only with `try_lock`); a wait for a change, whose `done` may look at the wait graph (an unsubscribe's) | 8 |
+//! | 6 | a log's ring | `delivery/log/` | an append (under 4), a reader's move, a join, a leave | 7a, 8 |
+//! | 7 | the lifecycle's `looking` or `changed_lock`, then `running` | `lifecycle.rs` | a drain look (order locks only with `try_lock`); a wait for a change, whose `done` may look at the wait graph (an unsubscribe's) | 7a, 8 |
+//! | 7a | the wait graph's `REFUSING` | `deadlock.rs` | a waiter whose walk found a cycle walks again and clears its own record | 8 |
 //! | 8 | the wait graph's records: a node's `waits`, a topic's `holder` | `deadlock.rs` | a record is read or written, one at a time, never nested | — |
 //! | 9 | leaves: `Engine::bridges` (the bridges' looks run after it is let go, each taking its own leaves), the lifecycle's `stop_tx`, a mailbox's `closing`, the dead-letter store's `hook` and `letters` (one, then the other, never nested), a dispatcher queue's `last` and `room_lock`, the process's interned names (`topic.rs`, `engine/mod.rs`) | — | a read or a swap | — |
 //!

@@ -50,7 +50,9 @@
 //! leaf); the dispatcher takes `room_lock` with nothing else held. The topic's wait-graph
 //! record is the order lock's holder's (the dispatcher's); what the holder of `sender` waits
 //! on (room, which points it at the dispatcher's, or what its inline handlers' publishes wait
-//! on) is in the queue's own (`adding`). `taking` is row 4b: held
+//! on) is in the queue's own (`adding`). A handler waiting for `sender` or for room says so on
+//! its own node for the whole wait (`deadlock::waiting_on`), so that a cycle of such waits
+//! (handlers each waiting on a queue whose dispatcher waits at the next's mailbox) is found. `taking` is row 4b: held
 //! by the dispatcher or a forced close while it takes one message (or, after a stop, all
 //! that is left) and abandons it, with nothing else held; inside, the subscriptions' filters
 //! (user code) and the leaves of row 9 (`last`, the dead-letter store).
@@ -64,7 +66,7 @@ use crossbeam_channel::{Receiver, Select, SendTimeoutError, Sender, TryRecvError
 use parking_lot::{Condvar, Mutex};
 
 use crate::dead_letter::{DeadLetter, DeadLetterStore};
-use crate::deadlock::{self, TopicWaits, RECHECK};
+use crate::deadlock::{self, TopicWaits, WaitNode, RECHECK};
 use crate::delivery::core::{Spill, SubscriptionCore, NOT_HANDLED};
 use crate::delivery::inline::{self, Inline, Said};
 use crate::delivery::observer::Inlet;
@@ -352,21 +354,13 @@ impl<T: Topic> TopicState<T> {
         if inline::running(self.order_address()) {
             return Err((payload, Refused::WouldDeadlock));
         }
-        // A wait for the queue's lock follows its holder's record; a wait for room, the
-        // dispatcher's (the topic's).
-        let lock_leads_back = || {
-            publisher
-                .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &queue.adding))
-        };
-        let leads_back = || {
-            publisher
-                .is_some_and(|publisher| deadlock::turn_leads_back(&publisher.node, &self.waits))
-        };
+        let node = publisher.map(|publisher| &*publisher.node);
         // The queue's turn: another publisher holds it while it waits for room.
         // Lock order: row 4 (`sender`), nothing else held; channel locks inside; see engine/mod.rs.
         // A publisher outside the bus cannot be part of a cycle: it may wait in longer slices.
         let long = publisher.is_none();
         let mut nested = None;
+        let mut on_lock = None;
         let adding = loop {
             let adding = match slice(wait, long) {
                 None => queue.sender.try_lock(),
@@ -377,10 +371,14 @@ impl<T: Topic> TopicState<T> {
             }
             // Inside inline handlers: their topics' holder waits for this lock's too.
             nested.get_or_insert_with(|| deadlock::nested_wait(&queue.adding));
-            if let Some(refused) = stop_waiting(wait, lifecycle, lock_leads_back) {
+            // On this handler's node for the whole wait, not one look: another handler's walk
+            // that reaches it goes on through the queue's holder.
+            let on_lock = on_lock.get_or_insert_with(|| deadlock::waiting_on(node, &queue.adding));
+            if let Some(refused) = stop_waiting(wait, lifecycle, || on_lock.leads_back()) {
                 return Err((payload, refused));
             }
         };
+        drop(on_lock);
         drop(nested);
         // Decided under the queue's lock, where the drain look looks (see `lifecycle.rs`).
         if !lifecycle.accepts(publisher.is_some()) {
@@ -391,13 +389,14 @@ impl<T: Topic> TopicState<T> {
         };
         let inline = self.inline.load();
         if !inline.is_empty() {
-            return self.enqueue_seen(queue, sender, &inline, payload, wait, lifecycle, leads_back);
+            return self.enqueue_seen(queue, sender, &inline, payload, wait, lifecycle, node);
         }
         let seq = self.numbering.next();
         let mut envelope = Queued::Made(seq, self.name, Envelope::new(payload));
         // Counted before it is in the queue: the dispatcher takes it off after its hand-out.
         queue.pending.fetch_add(1, SeqCst);
         let mut following = None;
+        let mut on_room = None;
         let sent = loop {
             envelope = match slice(wait, false) {
                 None => match sender.try_send(envelope) {
@@ -416,10 +415,14 @@ impl<T: Topic> TopicState<T> {
             // The queue's record points at the dispatcher's while its holder waits for room
             // (and, inside inline handlers, their topics' too).
             following.get_or_insert_with(|| queue.adding.following(&self.waits));
-            if let Some(refused) = stop_waiting(wait, lifecycle, leads_back) {
+            // On this handler's node for the whole wait: another's walk that reaches it goes
+            // on to the dispatcher.
+            let on_room = on_room.get_or_insert_with(|| deadlock::waiting_on(node, &self.waits));
+            if let Some(refused) = stop_waiting(wait, lifecycle, || on_room.leads_back()) {
                 break Err((envelope, refused));
             }
         };
+        drop(on_room);
         drop(following);
         match sent {
             Ok(()) => {
@@ -446,12 +449,15 @@ impl<T: Topic> TopicState<T> {
         payload: T,
         wait: Wait,
         lifecycle: &Lifecycle,
-        leads_back: impl Fn() -> bool,
+        node: Option<&WaitNode>,
     ) -> Result<u64, (T, Refused)> {
         // Room that stays: only the holder of `sender` adds (see the module docs). The room
         // comes from the dispatcher, whose record the queue's points at while this waits
-        // (and, inside inline handlers, their topics' too).
+        // (and, inside inline handlers, their topics' too). This publisher's own record
+        // follows the dispatcher's too, until the room is found: not while the inline handlers
+        // run, whose publishes record their own waits there.
         let mut following = None;
+        let mut on_room = None;
         while sender.is_full() {
             if let Some(until) = slice(wait, false) {
                 // Not for a try (`Wait::Never`), which does not wait.
@@ -461,10 +467,12 @@ impl<T: Topic> TopicState<T> {
                     break;
                 }
             }
-            if let Some(refused) = stop_waiting(wait, lifecycle, &leads_back) {
+            let on_room = on_room.get_or_insert_with(|| deadlock::waiting_on(node, &self.waits));
+            if let Some(refused) = stop_waiting(wait, lifecycle, || on_room.leads_back()) {
                 return Err((payload, refused));
             }
         }
+        drop(on_room);
         drop(following);
         let seq = self.numbering.next();
         let Some(lent) = shared::shared(seq, self.name, Envelope::new(payload), 1)

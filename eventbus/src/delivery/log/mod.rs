@@ -531,7 +531,7 @@ impl<T: Send + Sync + 'static> Log<T> {
         };
         let room_by = wait.by;
         // Lock order: row 6 (the ring), under row 4 (and row 5 turns for an all-or-nothing
-        // publish); row 8 inside it while waiting for room; see engine/mod.rs.
+        // publish); rows 7a and 8 inside it while waiting for room; see engine/mod.rs.
         let mut ring = self.lock_ring();
         if seq >= self.gate.0.limit.load(Relaxed) {
             match self.wait_for_room(&mut ring, seq, wait) {
