@@ -52,10 +52,11 @@
 //! on (room, which points it at the dispatcher's, or what its inline handlers' publishes wait
 //! on) is in the queue's own (`adding`). A handler waiting for `sender` or for room says so on
 //! its own node for the whole wait (`deadlock::waiting_on`), so that a cycle of such waits
-//! (handlers each waiting on a queue whose dispatcher waits at the next's mailbox) is found. `taking` is row 4b: held
-//! by the dispatcher or a forced close while it takes one message (or, after a stop, all
-//! that is left) and abandons it, with nothing else held; inside, the subscriptions' filters
-//! (user code) and the leaves of row 9 (`last`, the dead-letter store).
+//! (handlers each waiting on a queue whose dispatcher waits at the next's mailbox) is found.
+//! `taking` is row 4b: held by the dispatcher or a forced close while it takes one message
+//! (or, after a stop, all that is left) and abandons it, with nothing else held; inside, the
+//! subscriptions' filters (user code) and the leaves of row 9 (`last`, the dead-letter
+//! store).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
