@@ -82,11 +82,11 @@ struct Meta {
     /// The first cell appended out of line, [`IN_LINE`] while there is none. Written once,
     /// by the append that marks it, before the log publishes that cell (its tail, with
     /// release); read by a reader lending in place, which may meet appends past its view of
-    /// the tail: so atomic, though relaxed is enough (see `all_in_line`).
+    /// the tail: so atomic, though relaxed is enough (see `first_out_of_line`).
     first_out_of_line: AtomicU32,
 }
 
-/// `Meta::first_out_of_line` while every cell appended so far is in line.
+/// `Meta::first_out_of_line` while every cell appended so far is in line: past every cell.
 const IN_LINE: u32 = u32::MAX;
 
 // A block's meta costs its messages a quarter of a byte each at most (64 cells).
@@ -327,27 +327,27 @@ impl<V> LogBlock<V> {
         unsafe { (*self.cell(index)).stamp & OUT_OF_LINE != 0 }
     }
 
-    /// Whether cells `0..to` are all in line, known without looking at each: no cell of the
-    /// block was appended out of line, or the first was at `to` or past it. `false` says
-    /// only that the caller must look cell by cell ([`is_out_of_line`]).
+    /// The block's first cell appended out of line, `u32::MAX` (past every cell) while there
+    /// is none: every cell before it is in line, known without looking at each. Cells past
+    /// it may be either ([`is_out_of_line`]).
     ///
     /// A reader lending in place asks this once a run of cells, where it looked at every
     /// cell's stamp (BENCHMARKS.md, "A lending worker's copy").
     ///
     /// # Safety
     ///
-    /// As [`appended_at`](Self::appended_at), for every cell of `0..to`. That view
-    /// publishes the mark of any of those cells appended out of line, written before the
-    /// cell was published: the first is never written again, so what is read is at or
-    /// before any such cell, and a mark of a cell past the view (an append after it) is past
-    /// `to`.
+    /// As [`appended_at`](Self::appended_at), for the cells the caller asks about: the answer
+    /// holds for every cell in its view. That view publishes the mark of any of them appended
+    /// out of line, written before the cell was published, and the mark is written once, by
+    /// the first: so if one of them is out of line, the answer is at or before it. A mark
+    /// written since, by an append past the view, is past the view too.
     ///
     /// [`is_out_of_line`]: Self::is_out_of_line
     #[inline(always)]
-    pub(crate) unsafe fn all_in_line(&self, to: u32) -> bool {
+    pub(crate) unsafe fn first_out_of_line(&self) -> u32 {
         // SAFETY: inside the block, as `meta` says; the field is atomic, and no `&mut` to the
         // meta is ever made (its other fields are written through the pointer).
-        unsafe { (*self.meta()).first_out_of_line.load(Relaxed) >= to }
+        unsafe { (*self.meta()).first_out_of_line.load(Relaxed) }
     }
 
     /// A handle on cell `index`'s message that is not counted (an alias): never
