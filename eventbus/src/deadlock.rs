@@ -190,11 +190,8 @@ fn wait_for_order<'a, S>(
 /// and asks again each time it wakes: its record lasts for the look only.
 #[cfg(any(feature = "tokio", test))]
 pub(crate) fn turn_leads_back(waiter: &WaitNode, topic: &Arc<TopicWaits>) -> bool {
-    // Lock order: row 8 (`waits`), here and after the walk, never nested; see engine/mod.rs.
-    waiter.waits.lock().topic = Some(Arc::clone(topic));
-    let found = leads_back(waiter);
-    waiter.waits.lock().topic = None;
-    found
+    // A `waiting_on` whose guard drops as soon as it has looked.
+    waiting_on(Some(waiter), topic).leads_back()
 }
 
 /// A wait of a handler's worker (`waiter`, `None` for a publisher outside the bus) on

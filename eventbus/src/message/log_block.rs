@@ -89,7 +89,7 @@ struct Meta {
 /// `Meta::first_out_of_line` while every cell appended so far is in line: past every cell.
 const IN_LINE: u32 = u32::MAX;
 
-// A block's meta costs its messages a quarter of a byte each at most (64 cells).
+// A block's meta costs its messages half a byte each in a block of 64 cells.
 const _: () = assert!(size_of::<Meta>() == 32);
 
 /// The layout of a block of `cells` cells, and where its [`Meta`] is.
